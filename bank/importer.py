@@ -1,0 +1,292 @@
+"""Importing records into the bank: all-or-nothing, idempotent, with a report.
+
+``import_records`` validates every record first and refuses the whole batch if any record
+is bad (``ImportRefused`` carries every error, each ``file:line: field: what``). Then it
+writes originals and their augmented variants in the caller's transaction: the caller
+commits (or rolls back on any exception), this module only flushes.
+
+Re-importing is a no-op: an id is the record's own or ``uuid5(content hash)``, variants have
+``uuid5(parent, variant)``, and an item already in the bank with the same id and content
+is left alone. Every added item starts a new family or joins a new one, so no
+organisation's exposure counters change. Exact duplicates (same normalised content) are skipped and reported; near
+duplicates (shingle Jaccard >= 0.9) are imported and reported, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank import bulk
+from bank.augment import augment as augment_record
+from bank.dedupe import content_hash
+from bank.models import Item, make_slot
+from bank.near_duplicates import (
+    NearDuplicateFinding,
+    comparable_text,
+    find_and_index_near_duplicates,
+)
+from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
+from bank.strata import StratumKey, reserve_slots
+
+ID_NAMESPACE = uuid.UUID("6f1c2a4e-8b7d-4f0a-9c3e-2d5b7a1e9f40")
+"""Namespace of content-derived item ids (records that bring no id of their own)."""
+MAX_REPORTED_ERRORS = 50
+LOOKUP_CHUNK = 5_000
+
+
+class ImportRefused(Exception):
+    """The batch was refused; nothing was written. ``errors`` lists every bad record."""
+
+    def __init__(self, errors: Sequence[RecordError]) -> None:
+        self.errors = list(errors)
+        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
+        more = len(self.errors) - MAX_REPORTED_ERRORS
+        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A record skipped because the bank or the batch already holds its content."""
+
+    location: SourceLocation
+    duplicate_of: str
+    """``file:line`` of the earlier record, or ``bank item <uuid>``."""
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did. Counts are items (rows), not records."""
+
+    records: int = 0
+    originals_added: int = 0
+    variants_added: int = 0
+    unchanged: int = 0
+    variants_skipped: int = 0
+    duplicates: list[Duplicate] = field(default_factory=list)
+    near_duplicates: list[NearDuplicateFinding] = field(default_factory=list)
+
+    @property
+    def items_added(self) -> int:
+        return self.originals_added + self.variants_added
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "items_added": self.items_added,
+            "originals_added": self.originals_added,
+            "variants_added": self.variants_added,
+            "unchanged": self.unchanged,
+            "variants_skipped": self.variants_skipped,
+            "duplicates": [
+                {"at": str(d.location), "duplicate_of": d.duplicate_of} for d in self.duplicates
+            ],
+            "near_duplicates": [n.as_dict() for n in self.near_duplicates],
+        }
+
+
+@dataclass(slots=True)
+class _Candidate:
+    record: ItemRecord
+    id: uuid.UUID
+    content_hash: str
+
+
+def validate_all(raws: Iterable[RawRecord]) -> tuple[list[ItemRecord], list[RecordError]]:
+    """Validate every record; collect errors instead of stopping at the first."""
+    records: list[ItemRecord] = []
+    errors: list[RecordError] = []
+    iterator = iter(raws)
+    while True:
+        try:
+            raw = next(iterator)
+        except StopIteration:
+            break
+        except RecordError as error:  # the reader cannot go past a malformed file
+            errors.append(error)
+            break
+        try:
+            records.append(validate_record(raw))
+        except RecordError as error:
+            errors.append(error)
+    return records, errors
+
+
+def _identify(records: Sequence[ItemRecord]) -> tuple[list[_Candidate], list[RecordError]]:
+    """Give each record its id and hash; refuse ids used twice in the batch."""
+    candidates: list[_Candidate] = []
+    errors: list[RecordError] = []
+    first_line_of_id: dict[uuid.UUID, SourceLocation] = {}
+    for record in records:
+        digest = content_hash(record.qtype, record.question, record.options)
+        item_id = record.id or uuid.uuid5(ID_NAMESPACE, digest)
+        if record.id is not None:
+            if record.id in first_line_of_id:
+                errors.append(
+                    RecordError(
+                        record.location,
+                        "id",
+                        f"duplicate id {record.id}, first used at {first_line_of_id[record.id]}",
+                    )
+                )
+                continue
+            first_line_of_id[record.id] = record.location
+        candidates.append(_Candidate(record, item_id, digest))
+    return candidates, errors
+
+
+async def _existing(
+    session: AsyncSession, column: Any, values: Sequence[Any]
+) -> dict[Any, tuple[uuid.UUID, str]]:
+    """Map ``column`` value -> (id, content_hash) for the bank items having those values."""
+    found: dict[Any, tuple[uuid.UUID, str]] = {}
+    for start in range(0, len(values), LOOKUP_CHUNK):
+        chunk = values[start : start + LOOKUP_CHUNK]
+        rows = await session.execute(
+            select(column, Item.id, Item.content_hash).where(column.in_(chunk))
+        )
+        for value, item_id, digest in rows:
+            found[value] = (item_id, digest)
+    return found
+
+
+async def _screen(
+    session: AsyncSession, candidates: list[_Candidate], report: ImportReport
+) -> tuple[list[_Candidate], list[RecordError]]:
+    """Drop what the bank or the batch already has; refuse ids reused for other content."""
+    by_id = await _existing(session, Item.id, [c.id for c in candidates])
+    by_hash = await _existing(session, Item.content_hash, [c.content_hash for c in candidates])
+    fresh: list[_Candidate] = []
+    errors: list[RecordError] = []
+    first_of_hash: dict[str, SourceLocation] = {}
+    for cand in candidates:
+        known = by_id.get(cand.id)
+        if known is not None:
+            if known[1] == cand.content_hash:
+                report.unchanged += 1
+            else:
+                errors.append(
+                    RecordError(
+                        cand.record.location,
+                        "id",
+                        f"{cand.id} is already in the bank with different content",
+                    )
+                )
+            continue
+        if cand.content_hash in by_hash:
+            other = by_hash[cand.content_hash][0]
+            report.duplicates.append(Duplicate(cand.record.location, f"bank item {other}"))
+            continue
+        if cand.content_hash in first_of_hash:
+            earlier = first_of_hash[cand.content_hash]
+            report.duplicates.append(Duplicate(cand.record.location, str(earlier)))
+            continue
+        first_of_hash[cand.content_hash] = cand.record.location
+        fresh.append(cand)
+    return fresh, errors
+
+
+def _item_row(cand: _Candidate) -> dict[str, Any]:
+    record = cand.record
+    return {
+        "id": cand.id,
+        "family_id": cand.id,
+        "variant": "original",
+        "discipline": record.discipline,
+        "subdiscipline": record.subdiscipline,
+        "qtype": record.qtype,
+        "question": record.question,
+        "options": list(record.options) if record.options else None,
+        "answer": record.answer,
+        "explanation": record.explanation,
+        "source": record.source,
+        "language": record.language,
+        "status": "active",
+        "content_hash": cand.content_hash,
+    }
+
+
+async def _variant_rows(
+    session: AsyncSession,
+    originals: Sequence[_Candidate],
+    taken_hashes: set[str],
+    report: ImportReport,
+) -> list[dict[str, Any]]:
+    """Rows of the augmented variants; variants whose content already exists are skipped."""
+    rows: list[dict[str, Any]] = []
+    for cand in originals:
+        for variant in augment_record(cand.record, cand.id):
+            digest = content_hash(variant.qtype, variant.question, None)
+            if digest in taken_hashes:
+                report.variants_skipped += 1
+                continue
+            taken_hashes.add(digest)
+            row = _item_row(cand)
+            row.update(
+                id=variant.id,
+                variant=variant.variant,
+                qtype=variant.qtype,
+                question=variant.question,
+                options=None,
+                answer=variant.answer,
+                content_hash=digest,
+            )
+            rows.append(row)
+    in_bank = await _existing(session, Item.content_hash, [r["content_hash"] for r in rows])
+    kept = [r for r in rows if r["content_hash"] not in in_bank]
+    report.variants_skipped += len(rows) - len(kept)
+    return kept
+
+
+async def _place(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Assign every row its stratum and a dense slot in it."""
+    keys = [StratumKey(r["discipline"], r["qtype"], r["subdiscipline"]) for r in rows]
+    firsts = await reserve_slots(session, keys)
+    next_rank = dict(firsts)
+    for row, key in zip(rows, keys, strict=True):
+        stratum_id, rank = next_rank[key]
+        next_rank[key] = (stratum_id, rank + 1)
+        row["stratum_id"] = stratum_id
+        row["slot"] = make_slot(stratum_id, rank)
+
+
+async def import_records(
+    session: AsyncSession, raws: Iterable[RawRecord], *, augment: bool = True
+) -> ImportReport:
+    """Validate and write ``raws`` in ``session``'s transaction; flush, never commit.
+
+    Raises
+    ------
+    ImportRefused
+        If any record is invalid or reuses an id; nothing has been written then.
+    """
+    records, errors = validate_all(raws)
+    report = ImportReport(records=len(records) + len(errors))
+    candidates, id_errors = _identify(records)
+    errors.extend(id_errors)
+    fresh, bank_errors = await _screen(session, candidates, report)
+    errors.extend(bank_errors)
+    if errors:
+        errors.sort(key=lambda e: (e.location.path, e.location.line))
+        raise ImportRefused(errors)
+    rows = [_item_row(c) for c in fresh]
+    taken = {r["content_hash"] for r in rows}
+    variant_rows = await _variant_rows(session, fresh, taken, report) if augment else []
+    all_rows = rows + variant_rows
+    await _place(session, all_rows)
+    await bulk.insert_rows(session, Item.__table__, all_rows)
+    report.originals_added = len(rows)
+    report.variants_added = len(variant_rows)
+    report.near_duplicates = await find_and_index_near_duplicates(
+        session,
+        ids=[c.id for c in fresh],
+        texts=[comparable_text(c.record.question, c.record.options) for c in fresh],
+        locations=[c.record.location for c in fresh],
+    )
+    return report
+

@@ -1,0 +1,156 @@
+"""Tables of the question bank: strata, items, exposure and drawn samples.
+
+Sampling speed comes from two pieces of maintained state (see ``bank.sampling``):
+
+* ``strata`` holds one row per (discipline, qtype, subdiscipline) with its item counts,
+  so planning quotas never scans ``items``;
+* every item has a dense ``slot`` inside its stratum (``stratum_id << 32 | rank``), so a
+  uniform draw is "pick random ranks, fetch those slots" through one unique index.
+
+``org_stratum_exclusions`` counts, per organisation and stratum, the items whose family has
+already been served to that organisation, so availability is known without an anti-join.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bank.database import Base, JSONType, utcnow
+
+ITEM_STATUSES: frozenset[str] = frozenset({"active", "flagged", "retired", "anchor"})
+"""active: sampled; flagged: held for review; retired: never again; anchor: private anchor set."""
+
+SLOT_RANK_BITS = 32
+
+
+def make_slot(stratum_id: int, rank: int) -> int:
+    """Pack a stratum id and a dense rank into the item's unique ``slot``."""
+    return (stratum_id << SLOT_RANK_BITS) | rank
+
+
+class Stratum(Base):
+    """A discipline × question type × sub-discipline cell with its maintained counts."""
+
+    __tablename__ = "strata"
+    __table_args__ = (UniqueConstraint("discipline", "qtype", "subdiscipline"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    discipline: Mapped[str] = mapped_column(String(100))
+    qtype: Mapped[str] = mapped_column(String(40))
+    subdiscipline: Mapped[str] = mapped_column(String(200))
+    n_slots: Mapped[int] = mapped_column(Integer, default=0)
+    """Next free rank: every item ever placed here, whatever its status."""
+    n_active: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Item(Base):
+    """One question. ``family_id`` equals ``id`` for originals; variants share the parent's."""
+
+    __tablename__ = "items"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('active', 'flagged', 'retired', 'anchor')", name="status_known"
+        ),
+        Index(None, "discipline", "qtype", "subdiscipline"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    family_id: Mapped[uuid.UUID] = mapped_column(index=True)
+    variant: Mapped[str] = mapped_column(String(40), default="original")
+    """``original``, ``true_false:<option index>`` or ``fill_in``."""
+    stratum_id: Mapped[int] = mapped_column(ForeignKey("strata.id"), index=True)
+    slot: Mapped[int] = mapped_column(BigInteger, unique=True)
+    discipline: Mapped[str] = mapped_column(String(100))
+    subdiscipline: Mapped[str] = mapped_column(String(200))
+    qtype: Mapped[str] = mapped_column(String(40))
+    question: Mapped[str] = mapped_column(Text)
+    options: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    answer: Mapped[str] = mapped_column(Text)
+    explanation: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    language: Mapped[str] = mapped_column(String(16), default="zh")
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Exposure(Base):
+    """A family served to an organisation: never sampled for it again."""
+
+    __tablename__ = "exposures"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organisations.id", ondelete="CASCADE"), primary_key=True
+    )
+    family_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
+    """The first item of the family that was delivered."""
+    exposed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OrgStratumExclusion(Base):
+    """How many items of a stratum belong to families exposed to an organisation."""
+
+    __tablename__ = "org_stratum_exclusions"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("organisations.id", ondelete="CASCADE"), primary_key=True
+    )
+    stratum_id: Mapped[int] = mapped_column(ForeignKey("strata.id"), primary_key=True)
+    n_items: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Sample(Base):
+    """A drawn sample: the seed that re-derives it and what could not be placed."""
+
+    __tablename__ = "samples"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organisations.id"), index=True)
+    seed: Mapped[str] = mapped_column(String(64))
+    n_requested: Mapped[int] = mapped_column(Integer)
+    n_drawn: Mapped[int] = mapped_column(Integer)
+    shortfall: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SampleItem(Base):
+    """One position of a sample. The unique family constraint is the last line of defence."""
+
+    __tablename__ = "sample_items"
+    __table_args__ = (
+        UniqueConstraint("sample_id", "family_id"),
+        UniqueConstraint("sample_id", "item_id"),
+    )
+
+    sample_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("samples.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
+    family_id: Mapped[uuid.UUID] = mapped_column()
+
+
+class ItemLshKey(Base):
+    """MinHash LSH band keys of original items, to find near duplicates across imports."""
+
+    __tablename__ = "item_lsh_keys"
+
+    key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    item_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("items.id", ondelete="CASCADE"), primary_key=True
+    )

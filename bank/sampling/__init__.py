@@ -1,0 +1,1 @@
+"""Three-stage stratified sampling: ``plan`` (quotas), ``draw`` (selection), ``service`` (DB)."""

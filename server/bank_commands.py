@@ -1,0 +1,147 @@
+"""``proctor bank ...``: import, stats and dry-run sampling over the configured database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.formats import FORMATS, read_records
+from bank.importer import ImportRefused, ImportReport, import_records
+from bank.records import RawRecord
+from bank.samples import sample_path
+from bank.sampling.service import DEFAULT_N, draw_sample
+from bank.stats import bank_stats
+from server.orgs.service import get_org
+from server.runtime import run_in_unit_of_work, stderr
+
+app = typer.Typer(help="The private question bank.", no_args_is_help=True)
+SAMPLES = ("gaokao_bench", "mmlu_pro")
+
+
+def _records(paths: list[Path], fmt: str | None) -> Iterator[RawRecord]:
+    for path in paths:
+        yield from read_records(path, fmt)
+
+
+@app.command("import")
+def import_command(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or GAOKAO-Bench folders.")] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help=f"One of {', '.join(FORMATS)}; default: detect.")
+    ] = None,
+    augment: Annotated[
+        bool, typer.Option("--augment/--no-augment", help="Derive true/false and fill-in variants.")
+    ] = True,
+    sample: Annotated[
+        list[str] | None, typer.Option(help=f"Import a shipped sample: {', '.join(SAMPLES)}.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Import items, all or nothing: one bad record and nothing is written."""
+    targets = list(paths or []) + [sample_path(name) for name in _known_samples(sample or [])]
+    if not targets:
+        raise typer.BadParameter("give at least one PATH or --sample NAME")
+    if fmt is not None and fmt not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    for target in targets:
+        if not target.exists():
+            raise typer.BadParameter(f"{target}: no such file or directory")
+
+    async def work(session: AsyncSession) -> ImportReport:
+        return await import_records(session, _records(targets, fmt), augment=augment)
+
+    try:
+        report = run_in_unit_of_work(work)
+    except ImportRefused as refused:
+        for error in refused.errors:
+            stderr.print(str(error), markup=False)
+        stderr.print(f"import refused: {len(refused.errors)} bad record(s); nothing was imported")
+        raise typer.Exit(1) from None
+    _print_report(report, as_json)
+
+
+def _known_samples(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in SAMPLES]
+    if unknown:
+        raise typer.BadParameter(f"unknown sample {unknown[0]!r}; choose from {', '.join(SAMPLES)}")
+    return names
+
+
+def _print_report(report: ImportReport, as_json: bool) -> None:
+    for dup in report.duplicates:
+        stderr.print(f"{dup.location}: question: exact duplicate of {dup.duplicate_of}, skipped",
+                     markup=False)
+    for near in report.near_duplicates:
+        stderr.print(near.describe(), markup=False)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    typer.echo(
+        f"{report.records} records: {report.originals_added} originals and "
+        f"{report.variants_added} variants added, {report.unchanged} unchanged, "
+        f"{len(report.duplicates)} exact duplicates skipped, "
+        f"{len(report.near_duplicates)} near duplicates reported"
+    )
+
+
+@app.command("stats")
+def stats_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Items, families, originals vs augmented, counts by discipline, type, sub-discipline."""
+    stats = run_in_unit_of_work(bank_stats)
+    if as_json:
+        typer.echo(json.dumps(stats, indent=2, ensure_ascii=False))
+        return
+    _print_stats(stats)
+
+
+def _print_stats(stats: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"{stats['items']} items in {stats['families']} families: "
+        f"{stats['originals']} originals, {stats['augmented']} augmented"
+    )
+    for title in ("by_discipline", "by_qtype"):
+        table = Table(title=title.replace("_", " "))
+        table.add_column("name")
+        table.add_column("items", justify="right")
+        for name, count in stats[title].items():
+            table.add_row(name, str(count))
+        console.print(table)
+
+
+@app.command("sample")
+def sample_command(
+    org: Annotated[str, typer.Option(help="Organisation whose exposure is excluded.")],
+    n: Annotated[int, typer.Option(min=1, help="Sample size.")] = DEFAULT_N,
+    seed: Annotated[str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Dry run: draw a sample as a session would, and record nothing."""
+    if seed is not None:
+        try:
+            int(seed, 16)
+        except ValueError:
+            raise typer.BadParameter(f"--seed must be hexadecimal, got {seed!r}") from None
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organisation = await get_org(session, name=org)
+        drawn = await draw_sample(session, org_id=organisation.id, n=n, seed=seed)
+        return drawn.as_dict()
+
+    result = run_in_unit_of_work(work)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"seed {result['seed']}: {len(result['items'])} of {result['n']} items drawn")
+    if result["shortfall"].get("unplaced"):
+        typer.echo(f"shortfall: {json.dumps(result['shortfall'], ensure_ascii=False)}")

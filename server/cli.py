@@ -1,0 +1,43 @@
+"""The ``proctor`` command (Typer): the root of every sub-command."""
+
+from __future__ import annotations
+
+import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server import bank_commands
+from server.config import get_settings
+from server.database import upgrade
+from server.orgs.service import create_org
+from server.runtime import run_in_unit_of_work
+
+app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+admin_app = typer.Typer(help="Organisations and keys.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(bank_commands.app, name="bank")
+app.add_typer(admin_app, name="admin")
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
+    """Apply schema migrations to PROCTOR_DATABASE_URL (or the embedded SQLite file)."""
+    url = get_settings().effective_database_url
+    upgrade(url, revision)
+    typer.echo(f"database at {revision}: {_redact(url)}")
+
+
+@admin_app.command("create-org")
+def admin_create_org(name: str) -> None:
+    """Create an organisation."""
+
+    async def work(session: AsyncSession) -> str:
+        org = await create_org(session, name=name)
+        return str(org.id)
+
+    typer.echo(run_in_unit_of_work(work))
+
+
+def _redact(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+

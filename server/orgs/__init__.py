@@ -1,0 +1,1 @@
+"""Organisations: the unit that owns models, sessions, keys and exposure."""

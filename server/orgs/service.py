@@ -1,0 +1,38 @@
+"""Creating and finding organisations."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server.errors import Conflict, NotFound
+from server.orgs.models import Organisation
+
+
+async def create_org(session: AsyncSession, *, name: str) -> Organisation:
+    """Create organisation ``name``; ``Conflict`` if the name is taken."""
+    name = name.strip()
+    if not name:
+        raise ValueError("organisation name must not be empty")
+    if await find_org(session, name=name) is not None:
+        raise Conflict(f"organisation {name!r} already exists")
+    org = Organisation(name=name)
+    session.add(org)
+    await session.flush()
+    return org
+
+
+async def find_org(session: AsyncSession, *, name: str) -> Organisation | None:
+    """The organisation called ``name``, or None."""
+    result = await session.execute(select(Organisation).where(Organisation.name == name))
+    return result.scalar_one_or_none()
+
+
+async def get_org(session: AsyncSession, *, name: str) -> Organisation:
+    """The organisation called ``name``; ``NotFound`` with a hint if there is none."""
+    org = await find_org(session, name=name)
+    if org is None:
+        raise NotFound(
+            f"no organisation named {name!r} (create it with: proctor admin create-org {name!r})"
+        )
+    return org

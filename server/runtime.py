@@ -1,0 +1,45 @@
+"""Running a piece of async work against the configured database from a CLI command."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server.config import get_settings
+from server.database import create_engine, unit_of_work, upgrade
+from server.errors import ProctorError
+
+T = TypeVar("T")
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run ``work`` in one transaction on the configured database and return its result.
+
+    The transaction commits when ``work`` returns and rolls back if it raises. The embedded
+    default (SQLite) migrates itself first. A ``ProctorError`` becomes ``error: ...`` on
+    stderr and exit status 1.
+    """
+    settings = get_settings()
+    url = settings.effective_database_url
+    if settings.is_embedded:
+        upgrade(url)
+
+    async def main() -> T:
+        engine = create_engine(url)
+        try:
+            async with unit_of_work(engine) as session:
+                return await work(session)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(main())
+    except ProctorError as error:
+        stderr.print(f"[red]error:[/red] {error.detail}")
+        raise typer.Exit(1) from None
