@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -58,5 +59,10 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at ``url`` to ``revision`` (blocking; call outside the loop)."""
-    command.upgrade(alembic_config(url), revision)
+    """Migrate the database at ``url`` to ``revision`` (blocking).
+
+    Alembic's async environment runs its own event loop, so the migration runs in a worker
+    thread: callable from plain code and from inside a running loop alike.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(command.upgrade, alembic_config(url), revision).result()

@@ -1,0 +1,120 @@
+"""Database fixtures: migrated SQLite and PostgreSQL databases, per-test rollback sessions.
+
+* ``db_url`` is parametrised over ``sqlite`` and ``postgres``: a test using it (or
+  ``db_engine`` / ``db_session``) runs once on each database.
+* ``db_session`` wraps the test in a transaction that is rolled back afterwards; code under
+  test that commits only releases a SAVEPOINT (Polar's pattern), so tests stay isolated.
+* ``fresh_db_url`` is a new, migrated, empty database per test for tests that need real
+  commits (CLI subprocesses): a file for SQLite, ``CREATE DATABASE ... TEMPLATE`` for
+  PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from services import PostgresServer
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from server.database import create_engine, upgrade
+
+TEMPLATE_DB = "proctor_template"
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file that per-test databases are copied from."""
+    path = tmp_path_factory.mktemp("sqlite") / "template.db"
+    upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: PostgresServer) -> str:
+    """Name of a migrated PostgreSQL database usable as a ``CREATE DATABASE`` template."""
+    postgres_server.create_database(TEMPLATE_DB)
+    upgrade(postgres_server.url(TEMPLATE_DB))
+    return TEMPLATE_DB
+
+
+def _new_sqlite(template: Path, directory: Path) -> str:
+    target = directory / f"{uuid.uuid4().hex}.db"
+    target.write_bytes(template.read_bytes())
+    return f"sqlite+aiosqlite:///{target}"
+
+
+async def _new_postgres(server: PostgresServer, template: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    engine = create_engine(server.url("postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await engine.dispose()
+    return server.url(name)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgres``: tests depending on it run on both."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+async def db_url(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """A migrated database shared by the session's rollback-isolated tests."""
+    return await _make_url(backend, request, tmp_path_factory.mktemp("db"))
+
+
+@pytest.fixture
+async def fresh_db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new migrated, empty database for this test alone."""
+    return await _make_url(backend, request, tmp_path)
+
+
+async def _make_url(backend: str, request: pytest.FixtureRequest, directory: Path) -> str:
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        return _new_sqlite(template, directory)
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name: str = request.getfixturevalue("postgres_template")
+    return await _new_postgres(server, name)
+
+
+@pytest.fixture(scope="session")
+async def db_engine(db_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(db_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def db_session(db_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """A session inside a transaction that is rolled back when the test ends."""
+    async with db_engine.connect() as connection:
+        transaction = await connection.begin()
+        session = AsyncSession(
+            bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
+        )
+        try:
+            yield session
+        finally:
+            await session.close()
+            await transaction.rollback()
+
+
+@pytest.fixture
+def run_sync() -> Callable[..., object]:
+    """Run a blocking call (a CLI subprocess, Alembic) off the event loop."""
+
+    async def runner(function: Callable[..., object], *args: object) -> object:
+        return await asyncio.to_thread(function, *args)
+
+    return runner
