@@ -34,6 +34,7 @@ import json
 import unicodedata
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,8 @@ DEFAULT_BANDS = 16
 U64 = npt.NDArray[np.uint64]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
+
+K = TypeVar("K", bound=Hashable)
 
 _MASK64 = (1 << 64) - 1
 # Polynomial base for the k-gram hash (an odd 64-bit constant; the FNV-1a prime).
@@ -296,9 +299,10 @@ class MinHashLSH:
     the minimum of ``p_i`` over the low 32 bits of a text's shingle hashes; two
     texts agree in row ``i`` with probability equal to their Jaccard similarity
     (Broder 1997) -- up to the pseudo-randomness of the hashes: on 30,000 pairs of
-    edited texts the mean agreement matched the mean exact Jaccard to 1e-5. The rows are cut into ``bands`` bands of ``rows = num_perm /
-    bands`` rows, and each band is hashed to one stable 64-bit key; texts sharing
-    any key are candidates (MMDS ch. 3). With the defaults (128 permutations, 16
+    edited texts the mean agreement matched the mean exact Jaccard to 1e-5. The
+    rows are cut into ``bands`` bands of ``rows = num_perm / bands`` rows, and each
+    band is hashed to one stable 64-bit key; texts sharing any key are candidates
+    (MMDS ch. 3). With the defaults (128 permutations, 16
     bands of 8 rows) the probability that a pair becomes a candidate is:
 
     ==========  ============
@@ -568,7 +572,7 @@ class NearDuplicate:
 
 def find_near_duplicates(
     new_texts: Sequence[str],
-    existing: Mapping[Hashable, str] | None = None,
+    existing: Mapping[K, str] | None = None,
     threshold: float = NEAR_DUPLICATE_JACCARD,
     *,
     lsh: MinHashLSH | None = None,

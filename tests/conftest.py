@@ -115,3 +115,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # =========================================================================== #
 # (next section: add further shared fixtures below this line)
 # =========================================================================== #
+
+# =========================================================================== #
+# Database fixtures (tests/fixtures_db.py): migrated SQLite/PostgreSQL databases
+# =========================================================================== #
+
+pytest_plugins = ["fixtures_db"]

@@ -168,6 +168,8 @@ def read_gaokao(path: Path, stats: GaokaoStats | None = None) -> Iterator[RawRec
         ``index``, or a file name not in :data:`FILE_KINDS` (field ``file``).
     ValueError
         If ``path`` is a directory without any ``*.json`` file.
+    OSError
+        If a file cannot be read (e.g. ``path`` does not exist).
     """
     stats = stats if stats is not None else GaokaoStats()
     if path.is_dir():

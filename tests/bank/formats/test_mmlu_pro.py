@@ -119,9 +119,7 @@ def test_answer_letter_must_match_answer_index(tmp_path: Path) -> None:
         ({"answer_index": True}, "answer_index"),
     ],
 )
-def test_malformed_items_name_the_field(
-    tmp_path: Path, change: dict[str, Any], field: str
-) -> None:
+def test_malformed_items_name_the_field(tmp_path: Path, change: dict[str, Any], field: str) -> None:
     item = {key: value for key, value in {**ITEM, **change}.items() if value is not None}
     path = _write(tmp_path, item)
     with pytest.raises(RecordError) as caught:
