@@ -15,7 +15,7 @@ from bank.records import OPTION_LETTERS, ItemRecord
 
 TRUE_FALSE_PROMPT = {
     "zh": "{stem}\n\n将答案“{option}”填入题中空白处是否正确？",
-    "en": 'It is known that: {stem}\n\nIs it correct to place the answer "{option}" in the provided space?',
+    "en": '{stem}\n\nIs it correct to place the answer "{option}" in the provided space?',
 }
 FILL_IN_PROMPT = {
     "zh": "{stem}\n\n请直接写出应填入空白处的答案。",

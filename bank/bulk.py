@@ -13,16 +13,22 @@ from typing import Any
 from sqlalchemy import JSON, Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.database import Base
+
 COPY_CHUNK = 50_000
 
 
-async def insert_rows(session: AsyncSession, table: Table, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert ``rows`` (dicts keyed by column name) into ``table`` in the session's transaction.
+async def insert_rows(
+    session: AsyncSession, model: type[Base], rows: Sequence[dict[str, Any]]
+) -> None:
+    """Insert ``rows`` (dicts keyed by column name) into ``model``'s table, in the session's
+    transaction.
 
     Columns a row leaves out get their Python-side defaults.
     """
     if not rows:
         return
+    table = model_table(model)
     rows = [_with_defaults(table, row) for row in rows]
     connection = await session.connection()
     if connection.dialect.name != "postgresql":
@@ -57,3 +63,10 @@ def _with_defaults(table: Table, row: dict[str, Any]) -> dict[str, Any]:
         else:
             full[column.name] = arg
     return full
+
+
+def model_table(model: type[Base]) -> Table:
+    """The ``Table`` behind a mapped class."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table

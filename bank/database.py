@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, DateTime, MetaData, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
@@ -36,7 +36,7 @@ class Base(DeclarativeBase):
     """Declarative base: naming convention, UUID and timezone-aware datetime mapping."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: dict[Any, Any] = {
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
         uuid.UUID: Uuid(as_uuid=True),
         datetime: DateTime(timezone=True),
         dict[str, Any]: JSONType,

@@ -600,6 +600,13 @@ def find_near_duplicates(
         ``index``, then within-batch pairs before existing ones. Each within-batch
         pair is reported once, with ``index > other``. Texts equal after
         normalisation have Jaccard 1.0 and are included.
+
+    Notes
+    -----
+    One substituted character changes up to ``k`` = 5 shingles, so with the 0.9
+    threshold a single-character edit counts as a near duplicate only in texts of
+    about 100 or more characters (not counting spaces); a two-character edit needs
+    about 120.
     """
     lsh = lsh or MinHashLSH()
     existing_ids = list(existing) if existing is not None else []

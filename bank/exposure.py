@@ -22,9 +22,8 @@ async def record_exposure(
     """
     if not item_ids:
         return 0
-    family_of = dict(
-        (await session.execute(select(Item.id, Item.family_id).where(Item.id.in_(item_ids)))).all()
-    )
+    rows = await session.execute(select(Item.id, Item.family_id).where(Item.id.in_(item_ids)))
+    family_of: dict[uuid.UUID, uuid.UUID] = {item_id: family for item_id, family in rows}
     first_item: dict[uuid.UUID, uuid.UUID] = {}
     for item_id in item_ids:
         if item_id in family_of:
@@ -39,21 +38,26 @@ async def record_exposure(
         ).scalars()
     )
     new = [f for f in first_item if f not in known]
+    new_set = set(new)
     if not new:
         return 0
     await insert_ignore(
         session,
-        Exposure.__table__,
-        [{"org_id": org_id, "family_id": f, "item_id": i} for f, i in first_item.items() if f in new],
+        Exposure,
+        [
+            {"org_id": org_id, "family_id": f, "item_id": i}
+            for f, i in first_item.items()
+            if f in new_set
+        ],
     )
     counts = await session.execute(
-        select(Item.stratum_id, func.count()).where(Item.family_id.in_(new)).group_by(
-            Item.stratum_id
-        )
+        select(Item.stratum_id, func.count())
+        .where(Item.family_id.in_(new))
+        .group_by(Item.stratum_id)
     )
     await insert_or_add(
         session,
-        OrgStratumExclusion.__table__,
+        OrgStratumExclusion,
         [{"org_id": org_id, "stratum_id": s, "n_items": n} for s, n in counts],
         keys=["org_id", "stratum_id"],
         counter="n_items",

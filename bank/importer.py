@@ -8,8 +8,9 @@ commits (or rolls back on any exception), this module only flushes.
 Re-importing is a no-op: an id is the record's own or ``uuid5(content hash)``, variants have
 ``uuid5(parent, variant)``, and an item already in the bank with the same id and content
 is left alone. Every added item starts a new family or joins a new one, so no
-organisation's exposure counters change. Exact duplicates (same normalised content) are skipped and reported; near
-duplicates (shingle Jaccard >= 0.9) are imported and reported, never dropped silently.
+organisation's exposure counters change. Exact duplicates (same normalised content) are
+skipped and reported; near duplicates (shingle Jaccard >= 0.9) are imported and reported,
+never dropped silently.
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ async def import_records(
     variant_rows = await _variant_rows(session, fresh, taken, report) if augment else []
     all_rows = rows + variant_rows
     await _place(session, all_rows)
-    await bulk.insert_rows(session, Item.__table__, all_rows)
+    await bulk.insert_rows(session, Item, all_rows)
     report.originals_added = len(rows)
     report.variants_added = len(variant_rows)
     report.near_duplicates = await find_and_index_near_duplicates(
@@ -289,4 +290,3 @@ async def import_records(
         locations=[c.record.location for c in fresh],
     )
     return report
-

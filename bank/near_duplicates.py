@@ -82,7 +82,9 @@ async def find_and_index_near_duplicates(
     for i, j in sorted(candidate_pairs_within(keys)):
         similarity = jaccard(shingle_set(i), shingle_set(j))
         if similarity >= NEAR_DUPLICATE_JACCARD:
-            findings.append(NearDuplicateFinding(locations[i], ids[i], str(locations[j]), similarity))
+            findings.append(
+                NearDuplicateFinding(locations[i], ids[i], str(locations[j]), similarity)
+            )
     findings += await _against_bank(session, keys, texts, ids, locations, shingle_set)
     await _store_keys(session, ids, keys.tolist())
     return findings
@@ -142,4 +144,4 @@ async def _store_keys(
         for item_id, row_keys in zip(ids, keys, strict=True)
         for key in dict.fromkeys(row_keys)
     ]
-    await bulk.insert_rows(session, ItemLshKey.__table__, rows)
+    await bulk.insert_rows(session, ItemLshKey, rows)

@@ -106,18 +106,14 @@ class ItemRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _text(
-    raw: RawRecord, name: str, *, required: bool, max_len: int = MAX_TEXT
-) -> str | None:
+def _text(raw: RawRecord, name: str, *, required: bool, max_len: int = MAX_TEXT) -> str | None:
     value = raw.data.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
             raise RecordError(raw.location, name, "required field is missing or empty")
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise RecordError(
-            raw.location, name, f"must be a string, got {type(value).__name__}"
-        )
+        raise RecordError(raw.location, name, f"must be a string, got {type(value).__name__}")
     text = str(value).strip()
     if len(text) > max_len:
         raise RecordError(raw.location, name, f"longer than {max_len} characters")

@@ -51,8 +51,13 @@ async def _get_or_create(
     missing = [k for k in keys if k not in found]
     if missing:
         session.add_all(
-            Stratum(discipline=k.discipline, qtype=k.qtype, subdiscipline=k.subdiscipline,
-                    n_slots=0, n_active=0)
+            Stratum(
+                discipline=k.discipline,
+                qtype=k.qtype,
+                subdiscipline=k.subdiscipline,
+                n_slots=0,
+                n_active=0,
+            )
             for k in missing
         )
         await session.flush()
@@ -60,16 +65,19 @@ async def _get_or_create(
     return found
 
 
-async def _lock(
-    session: AsyncSession, keys: list[StratumKey]
-) -> dict[StratumKey, tuple[int, int]]:
+async def _lock(session: AsyncSession, keys: list[StratumKey]) -> dict[StratumKey, tuple[int, int]]:
     found: dict[StratumKey, tuple[int, int]] = {}
     columns = tuple_(Stratum.discipline, Stratum.qtype, Stratum.subdiscipline)
     for start in range(0, len(keys), 1000):
         chunk = keys[start : start + 1000]
         rows = await session.execute(
-            select(Stratum.discipline, Stratum.qtype, Stratum.subdiscipline, Stratum.id,
-                   Stratum.n_slots)
+            select(
+                Stratum.discipline,
+                Stratum.qtype,
+                Stratum.subdiscipline,
+                Stratum.id,
+                Stratum.n_slots,
+            )
             .where(columns.in_([tuple(k) for k in chunk]))
             .order_by(Stratum.id)
             .with_for_update()

@@ -8,26 +8,33 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.bulk import model_table
+from bank.database import Base
 
-async def insert_ignore(session: AsyncSession, table: Table, rows: list[dict[str, Any]]) -> None:
+
+async def insert_ignore(
+    session: AsyncSession, model: type[Base], rows: list[dict[str, Any]]
+) -> None:
     """Insert ``rows``, silently skipping those that hit a unique or primary key."""
     if not rows:
         return
-    statement = _insert(session, table).values(rows).on_conflict_do_nothing()
+    statement = _insert(session, model_table(model)).values(rows).on_conflict_do_nothing()
     await session.execute(statement)
 
 
 async def insert_or_add(
     session: AsyncSession,
-    table: Table,
+    model: type[Base],
     rows: list[dict[str, Any]],
     *,
     keys: list[str],
     counter: str,
 ) -> None:
-    """Insert ``rows``; where ``keys`` already exist, add the row's ``counter`` to the stored one."""
+    """Insert ``rows``; where ``keys`` exist already, add the row's ``counter`` to the stored
+    value."""
     if not rows:
         return
+    table = model_table(model)
     statement = _insert(session, table).values(rows)
     statement = statement.on_conflict_do_update(
         index_elements=keys,

@@ -30,7 +30,9 @@ def _records(paths: list[Path], fmt: str | None) -> Iterator[RawRecord]:
 
 @app.command("import")
 def import_command(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files or GAOKAO-Bench folders.")] = None,
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Files or GAOKAO-Bench folders.")
+    ] = None,
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"One of {', '.join(FORMATS)}; default: detect.")
     ] = None,
@@ -74,8 +76,10 @@ def _known_samples(names: list[str]) -> list[str]:
 
 def _print_report(report: ImportReport, as_json: bool) -> None:
     for dup in report.duplicates:
-        stderr.print(f"{dup.location}: question: exact duplicate of {dup.duplicate_of}, skipped",
-                     markup=False)
+        stderr.print(
+            f"{dup.location}: question: exact duplicate of {dup.duplicate_of}, skipped",
+            markup=False,
+        )
     for near in report.near_duplicates:
         stderr.print(near.describe(), markup=False)
     if as_json:
@@ -123,7 +127,9 @@ def _print_stats(stats: dict[str, Any]) -> None:
 def sample_command(
     org: Annotated[str, typer.Option(help="Organisation whose exposure is excluded.")],
     n: Annotated[int, typer.Option(min=1, help="Sample size.")] = DEFAULT_N,
-    seed: Annotated[str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")] = None,
+    seed: Annotated[
+        str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Dry run: draw a sample as a session would, and record nothing."""

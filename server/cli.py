@@ -6,7 +6,7 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from server import bank_commands
+from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import upgrade
 from server.orgs.service import create_org
@@ -16,8 +16,9 @@ app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", n
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 admin_app = typer.Typer(help="Organisations and keys.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-app.add_typer(bank_commands.app, name="bank")
+app.add_typer(bank_app, name="bank")
 app.add_typer(admin_app, name="admin")
+
 
 @db_app.command("upgrade")
 def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
@@ -40,4 +41,3 @@ def admin_create_org(name: str) -> None:
 
 def _redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
-

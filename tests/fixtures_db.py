@@ -48,7 +48,8 @@ def _new_sqlite(template: Path, directory: Path) -> str:
     return f"sqlite+aiosqlite:///{target}"
 
 
-async def _new_postgres(server: PostgresServer, template: str) -> str:
+async def new_postgres_database(server: PostgresServer, template: str) -> str:
+    """A new database copied from the migrated ``template``; returns its URL."""
     name = f"t_{uuid.uuid4().hex[:16]}"
     engine = create_engine(server.url("postgres"), isolation_level="AUTOCOMMIT")
     try:
@@ -70,22 +71,23 @@ async def db_url(
     backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> str:
     """A migrated database shared by the session's rollback-isolated tests."""
-    return await _make_url(backend, request, tmp_path_factory.mktemp("db"))
+    return await make_database_url(backend, request, tmp_path_factory.mktemp("db"))
 
 
 @pytest.fixture
 async def fresh_db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new migrated, empty database for this test alone."""
-    return await _make_url(backend, request, tmp_path)
+    return await make_database_url(backend, request, tmp_path)
 
 
-async def _make_url(backend: str, request: pytest.FixtureRequest, directory: Path) -> str:
+async def make_database_url(backend: str, request: pytest.FixtureRequest, directory: Path) -> str:
+    """A new migrated empty database on ``backend`` (SQLite file under ``directory``)."""
     if backend == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
         return _new_sqlite(template, directory)
     server: PostgresServer = request.getfixturevalue("postgres_server")
     name: str = request.getfixturevalue("postgres_template")
-    return await _new_postgres(server, name)
+    return await new_postgres_database(server, name)
 
 
 @pytest.fixture(scope="session")

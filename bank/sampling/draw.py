@@ -38,7 +38,9 @@ class RankStream:
         self.n_slots = n_slots
         self.drawn: list[int] = []
         self._seen: set[int] = set()
-        self._rng = random.Random(f"{seed}\x1f{key.discipline}\x1f{key.qtype}\x1f{key.subdiscipline}")
+        self._rng = random.Random(
+            f"{seed}\x1f{key.discipline}\x1f{key.qtype}\x1f{key.subdiscipline}"
+        )
         self._rest: Iterator[int] | None = None
 
     @property

@@ -156,16 +156,20 @@ def _split(plan: Plan, tree: _Tree, prefix: tuple[str, ...], quota: int, tie_see
     children = tree.children(prefix)
     if not children:
         return
-    weights = {c: float(tree.bank(prefix + (c,))) for c in children}
-    caps = {c: tree.available(prefix + (c,)) for c in children}
+    weights = {c: float(tree.bank((*prefix, c))) for c in children}
+    caps = {c: tree.available((*prefix, c)) for c in children}
     tie = _shuffled(children, tie_seed + "/".join(prefix))
     ideal = apportion(quota, weights, tie_order=tie)
     got = apportion(quota, weights, caps, tie)
     level = "by_type" if len(prefix) == 1 else "by_subdiscipline"
-    _note(plan, level, {_path(prefix, c): v for c, v in ideal.items()},
-          {_path(prefix, c): v for c, v in got.items()})
+    _note(
+        plan,
+        level,
+        {_path(prefix, c): v for c, v in ideal.items()},
+        {_path(prefix, c): v for c, v in got.items()},
+    )
     for child, share in got.items():
-        key = prefix + (child,)
+        key = (*prefix, child)
         if len(key) == 3:
             if share:
                 plan.quotas[StratumKey(*key)] = share

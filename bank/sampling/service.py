@@ -30,7 +30,8 @@ from bank.models import (
     Stratum,
     make_slot,
 )
-from bank.sampling.draw import Candidate, RankStream, delivery_order, select as select_items
+from bank.sampling.draw import Candidate, RankStream, delivery_order
+from bank.sampling.draw import select as select_items
 from bank.sampling.plan import Plan, StratumSupply, plan_quotas
 from bank.strata import StratumKey
 
@@ -243,7 +244,7 @@ async def persist_sample(
     await session.flush()
     await bulk.insert_rows(
         session,
-        SampleItem.__table__,
+        SampleItem,
         [
             {"sample_id": record.id, "position": p, "item_id": i.id, "family_id": i.family_id}
             for p, i in enumerate(sample.items)

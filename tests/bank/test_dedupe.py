@@ -32,12 +32,12 @@ from bank.dedupe import (
 )
 
 ZH_CHARS = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工"
-EN_WORDS = [
-    "which", "of", "the", "following", "is", "correct", "statement", "about", "energy", "cell",
-    "function", "derivative", "integral", "equation", "value", "when", "given", "that", "river",
-    "dynasty", "market", "price", "law", "force", "mass", "acceleration", "protein", "enzyme",
-    "theorem", "prime", "number", "vector", "matrix", "poem", "author", "century",
-]
+_EN_VOCABULARY = (
+    "which of the following is correct statement about energy cell function derivative "
+    "integral equation value when given that river dynasty market price law force mass "
+    "acceleration protein enzyme theorem prime number vector matrix poem author century"
+)
+EN_WORDS = _EN_VOCABULARY.split()
 
 # ------------------------------------------------------------------ normalise
 
@@ -99,7 +99,7 @@ def test_content_hash_differs_on_any_other_change(
 
 def test_content_hash_encoding_is_unambiguous() -> None:
     assert content_hash("fill_in", "q", ["ab", "c"]) != content_hash("fill_in", "q", ["a", "bc"])
-    assert content_hash("fill_in", "a", ["b"]) != content_hash("fill_in", "a\",\"b", [])
+    assert content_hash("fill_in", "a", ["b"]) != content_hash("fill_in", 'a","b', [])
     assert content_hash("fill_in", "q", None) != content_hash("fill_in", "q", [])
 
 

@@ -65,7 +65,9 @@ async def test_a_bad_record_refuses_the_whole_batch_naming_line_and_field(
 async def test_duplicate_ids_in_a_batch_are_refused(db_session: AsyncSession) -> None:
     same = str(uuid.uuid4())
     records = [open_record(0, id=same), open_record(1, id=same)]
-    with pytest.raises(ImportRefused, match=r"test.jsonl:2: id: duplicate id .* first used at test.jsonl:1"):
+    with pytest.raises(
+        ImportRefused, match=r"test.jsonl:2: id: duplicate id .* first used at test.jsonl:1"
+    ):
         await import_records(db_session, raw_records(records))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from factories import make_bank, make_org
-from fixtures_db import _make_url
+from fixtures_db import make_database_url
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
@@ -30,7 +30,7 @@ from server.database import create_engine, unit_of_work
 async def bank_engine(
     backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncEngine]:
-    url = await _make_url(backend, request, Path(tmp_path_factory.mktemp("bank")))
+    url = await make_database_url(backend, request, Path(tmp_path_factory.mktemp("bank")))
     engine = create_engine(url)
     async with unit_of_work(engine) as session:
         await make_bank(
@@ -57,8 +57,9 @@ async def session(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
 
 
 async def _bank_counts(session: AsyncSession) -> dict[tuple[str, str, str], int]:
-    rows = await session.execute(select(Stratum.discipline, Stratum.qtype, Stratum.subdiscipline,
-                                        Stratum.n_active))
+    rows = await session.execute(
+        select(Stratum.discipline, Stratum.qtype, Stratum.subdiscipline, Stratum.n_active)
+    )
     return {(d, t, s): n for d, t, s, n in rows}
 
 
@@ -113,7 +114,9 @@ async def test_exposed_families_are_never_sampled_again_for_that_org_only(
 ) -> None:
     org, neighbour = await make_org(session), await make_org(session)
     first = await draw_sample(session, org_id=org.id, n=1000)
-    assert await record_exposure(session, org_id=org.id, item_ids=[i.id for i in first.items]) == 1000
+    assert (
+        await record_exposure(session, org_id=org.id, item_ids=[i.id for i in first.items]) == 1000
+    )
     exposed = await _families(session, org.id)
     second = await draw_sample(session, org_id=org.id, n=1000)
     assert not exposed & {i.family_id for i in second.items}
@@ -124,23 +127,31 @@ async def test_exposed_families_are_never_sampled_again_for_that_org_only(
 
 async def test_exclusion_counters_follow_exposure_across_strata(session: AsyncSession) -> None:
     org = await make_org(session)
-    mc = (await session.execute(
-        select(Item).where(Item.variant == "original", Item.qtype == "multiple_choice").limit(1)
-    )).scalar_one()
+    mc = (
+        await session.execute(
+            select(Item).where(Item.variant == "original", Item.qtype == "multiple_choice").limit(1)
+        )
+    ).scalar_one()
     await record_exposure(session, org_id=org.id, item_ids=[mc.id])
     await record_exposure(session, org_id=org.id, item_ids=[mc.id])  # idempotent
-    counted = (await session.execute(
-        select(func.sum(OrgStratumExclusion.n_items)).where(OrgStratumExclusion.org_id == org.id)
-    )).scalar_one()
-    family_size = (await session.execute(
-        select(func.count()).select_from(Item).where(Item.family_id == mc.id)
-    )).scalar_one()
+    counted = (
+        await session.execute(
+            select(func.sum(OrgStratumExclusion.n_items)).where(
+                OrgStratumExclusion.org_id == org.id
+            )
+        )
+    ).scalar_one()
+    family_size = (
+        await session.execute(select(func.count()).select_from(Item).where(Item.family_id == mc.id))
+    ).scalar_one()
     assert counted == family_size == 6
 
 
 async def test_exhausted_bank_reports_the_shortfall(session: AsyncSession) -> None:
     org = await make_org(session)
-    families = (await session.execute(select(func.count(func.distinct(Item.family_id))))).scalar_one()
+    families = (
+        await session.execute(select(func.count(func.distinct(Item.family_id))))
+    ).scalar_one()
     sample = await draw_sample(session, org_id=org.id, n=families + 50)
     assert len(sample.items) == families  # at most one item per family
     assert sample.shortfall["unplaced"] == 50
@@ -155,10 +166,17 @@ async def test_persisting_records_positions_and_a_dry_run_records_nothing(
     sample = await draw_sample(session, org_id=org.id, n=50)
     assert (await session.execute(select(func.count()).select_from(Sample))).scalar_one() == before
     record = await persist_sample(session, org_id=org.id, sample=sample)
-    stored = (await session.execute(
-        select(SampleItem.item_id).where(SampleItem.sample_id == record.id)
-        .order_by(SampleItem.position)
-    )).scalars().all()
+    stored = (
+        (
+            await session.execute(
+                select(SampleItem.item_id)
+                .where(SampleItem.sample_id == record.id)
+                .order_by(SampleItem.position)
+            )
+        )
+        .scalars()
+        .all()
+    )
     assert stored == [i.id for i in sample.items]
     assert record.seed == sample.seed and record.n_drawn == 50
 
@@ -182,9 +200,15 @@ async def test_property_random_exposure_never_leaks_and_quotas_hold(
         families = list((await session.execute(select(Item.family_id).distinct())).scalars())
         rng = random.Random(rng_seed)
         chosen = rng.sample(families, int(len(families) * exposed_share))
-        items = (await session.execute(
-            select(Item.id).where(Item.family_id.in_(chosen), Item.variant == "original")
-        )).scalars().all()
+        items = (
+            (
+                await session.execute(
+                    select(Item.id).where(Item.family_id.in_(chosen), Item.variant == "original")
+                )
+            )
+            .scalars()
+            .all()
+        )
         await record_exposure(session, org_id=org.id, item_ids=list(items))
         sample = await draw_sample(session, org_id=org.id, n=n, seed=f"{rng_seed:x}")
         assert not set(chosen) & {i.family_id for i in sample.items}
