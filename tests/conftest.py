@@ -9,21 +9,16 @@ extend the existing one rather than defining a second.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
-# Test helpers in tests/ are imported as top-level modules (``import services``).
-# pytest already puts tests/ on sys.path while tests/ has no __init__.py; this
-# keeps that true if it ever gets one.
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:
-    sys.path.insert(0, _TESTS_DIR)
-
-import services  # noqa: E402
+# Test helpers are imported as ``tests.<module>``: tests/ is a package, and pytest puts
+# the repository root on sys.path. (Putting tests/ itself there would let tests/bank
+# shadow the real ``bank`` package.)
+from tests import services
 
 # =========================================================================== #
 # Service fixtures: real, throwaway PostgreSQL and Redis servers
@@ -120,4 +115,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # Database fixtures (tests/fixtures_db.py): migrated SQLite/PostgreSQL databases
 # =========================================================================== #
 
-pytest_plugins = ["fixtures_db"]
+pytest_plugins = ["tests.fixtures_db"]

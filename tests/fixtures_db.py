@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from services import PostgresServer
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from server.database import create_engine, upgrade
+from tests.services import PostgresServer
 
 TEMPLATE_DB = "proctor_template"
 BACKENDS = ("sqlite", "postgres")

@@ -13,9 +13,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-import services  # tests/services.py (tests/ is on sys.path, see tests/conftest.py)
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests import services
 
 
 def _port_is_closed(port: int) -> bool:

@@ -13,8 +13,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from factories import make_bank, make_org
-from fixtures_db import make_database_url
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
@@ -24,6 +22,8 @@ from bank.exposure import record_exposure
 from bank.models import Exposure, Item, OrgStratumExclusion, Sample, SampleItem, Stratum
 from bank.sampling.service import DrawnSample, draw_sample, persist_sample
 from server.database import create_engine, unit_of_work
+from tests.factories import make_bank, make_org
+from tests.fixtures_db import make_database_url
 
 
 @pytest.fixture(scope="module")

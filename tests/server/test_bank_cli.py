@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import mc_record, open_record, write_jsonl
-from fixtures_db import new_postgres_database
-from services import PostgresServer
+
+from tests.factories import mc_record, open_record, write_jsonl
+from tests.fixtures_db import new_postgres_database
+from tests.services import PostgresServer
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
