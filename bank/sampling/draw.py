@@ -9,6 +9,7 @@ the same seed and bank state give the same sample.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,16 +32,37 @@ class Candidate:
     """Active and its family not yet served to the organisation."""
 
 
+MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """SplitMix64 finaliser (Steele, Lea & Flood 2014): a stable 64-bit mixer."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def stream_seed(seed: str, key: StratumKey) -> int:
+    """A 64-bit seed for one stratum's stream, from the sample seed and the stratum's names."""
+    material = "\x1f".join((seed, key.discipline, key.qtype, key.subdiscipline)).encode()
+    return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "big")
+
+
 class RankStream:
-    """Distinct uniformly random ranks in ``range(n_slots)``, reproducible from the seed."""
+    """Distinct uniformly random ranks in ``range(n_slots)``, reproducible from the seed.
+
+    Draws ``splitmix64(state + i) mod n_slots`` and rejects repeats (the modulo bias is below
+    2**-32 for any stratum size that fits a slot); past ``DENSE_SWITCH`` of the stratum it
+    shuffles what is left instead, so exhausting a stratum costs O(n).
+    """
 
     def __init__(self, seed: str, key: StratumKey, n_slots: int) -> None:
         self.n_slots = n_slots
         self.drawn: list[int] = []
+        self._state = stream_seed(seed, key)
+        self._counter = 0
         self._seen: set[int] = set()
-        self._rng = random.Random(
-            f"{seed}\x1f{key.discipline}\x1f{key.qtype}\x1f{key.subdiscipline}"
-        )
         self._rest: Iterator[int] | None = None
 
     @property
@@ -59,13 +81,14 @@ class RankStream:
     def _next(self) -> int:
         if self._rest is None and len(self._seen) < DENSE_SWITCH * self.n_slots:
             while True:
-                rank = self._rng.randrange(self.n_slots)
+                self._counter += 1
+                rank = _splitmix64(self._state + self._counter) % self.n_slots
                 if rank not in self._seen:
                     self._seen.add(rank)
                     return rank
         if self._rest is None:
             rest = [r for r in range(self.n_slots) if r not in self._seen]
-            self._rng.shuffle(rest)
+            random.Random(self._state).shuffle(rest)
             self._rest = iter(rest)
         return next(self._rest)
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -137,88 +136,78 @@ def plan_quotas(
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    cells = [s for s in supply if s.bank > 0 and (disciplines is None or s.key[0] in disciplines)]
-    tree = _Tree(cells)
-    names = sorted(tree.disciplines) if disciplines is None else list(dict.fromkeys(disciplines))
-    tie = _shuffled(names, tie_seed)
-    ideal = apportion(n, dict.fromkeys(names, 1.0), tie_order=tie)
-    got = apportion(n, dict.fromkeys(names, 1.0), {d: tree.available((d,)) for d in names}, tie)
+    root = _Node.build(s for s in supply if s.bank > 0)
+    if disciplines is not None:
+        root.children = {d: root.children.get(d, _Node()) for d in dict.fromkeys(disciplines)}
     plan = Plan(n=n, quotas={})
-    _note(plan, "by_discipline", ideal, got)
-    for discipline in names:
-        _split(plan, tree, (discipline,), got[discipline], tie_seed)
+    _Planner(plan, random.Random(f"ties:{tie_seed}")).split(root, (), n)
     plan.shortfall["unplaced"] = n - plan.total
     return plan
 
 
-def _split(plan: Plan, tree: _Tree, prefix: tuple[str, ...], quota: int, tie_seed: str) -> None:
-    """Split ``quota`` over the children of ``prefix`` in proportion to the bank."""
-    children = tree.children(prefix)
-    if not children:
-        return
-    weights = {c: float(tree.bank((*prefix, c))) for c in children}
-    caps = {c: tree.available((*prefix, c)) for c in children}
-    tie = _shuffled(children, tie_seed + "/".join(prefix))
-    ideal = apportion(quota, weights, tie_order=tie)
-    got = apportion(quota, weights, caps, tie)
-    level = "by_type" if len(prefix) == 1 else "by_subdiscipline"
-    _note(
-        plan,
-        level,
-        {_path(prefix, c): v for c, v in ideal.items()},
-        {_path(prefix, c): v for c, v in got.items()},
-    )
-    for child, share in got.items():
-        key = (*prefix, child)
-        if len(key) == 3:
-            if share:
-                plan.quotas[StratumKey(*key)] = share
-        else:
-            _split(plan, tree, key, share, tie_seed)
+LEVELS = ("by_discipline", "by_type", "by_subdiscipline")
 
 
-def _path(prefix: tuple[str, ...], child: str) -> str:
-    return "/".join((*prefix, child))
+@dataclass(slots=True)
+class _Node:
+    """A prefix of the discipline / type / sub-discipline tree with summed counts."""
 
+    bank: int = 0
+    available: int = 0
+    children: dict[str, _Node] = field(default_factory=dict)
 
-def _note(plan: Plan, level: str, ideal: Mapping[Any, int], got: Mapping[Any, int]) -> None:
-    """Record cells that got less than their ideal share (their siblings took it)."""
-    short = {str(k): ideal[k] - got[k] for k in ideal if got[k] < ideal[k]}
-    if short:
-        plan.shortfall.setdefault(level, {}).update(short)
-
-
-def _shuffled(keys: Sequence[str], seed: str) -> list[str]:
-    order = list(keys)
-    random.Random(f"ties:{seed}").shuffle(order)
-    return order
-
-
-class _Tree:
-    """Bank sizes and availability summed over discipline / type / sub-discipline prefixes."""
-
-    def __init__(self, cells: Sequence[StratumSupply]) -> None:
-        self._bank: dict[tuple[str, ...], int] = defaultdict(int)
-        self._available: dict[tuple[str, ...], int] = defaultdict(int)
-        self._children: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    @classmethod
+    def build(cls, cells: Iterable[StratumSupply]) -> _Node:
+        root = cls()
         for cell in cells:
-            key = (cell.key.discipline, cell.key.qtype, cell.key.subdiscipline)
-            for depth in range(1, 4):
-                prefix = key[:depth]
-                if prefix not in self._bank:
-                    self._children[prefix[:-1]].append(prefix[-1])
-                self._bank[prefix] += cell.bank
-                self._available[prefix] += max(0, min(cell.available, cell.bank))
+            available = max(0, min(cell.available, cell.bank))
+            node = root
+            for name in cell.key:
+                node.bank += cell.bank
+                node.available += available
+                child = node.children.get(name)
+                if child is None:
+                    child = node.children[name] = cls()
+                node = child
+            node.bank += cell.bank
+            node.available += available
+        return root
 
-    @property
-    def disciplines(self) -> list[str]:
-        return self._children[()]
 
-    def children(self, prefix: tuple[str, ...]) -> list[str]:
-        return sorted(self._children.get(prefix, []))
+@dataclass(slots=True)
+class _Planner:
+    plan: Plan
+    rng: random.Random
 
-    def bank(self, prefix: tuple[str, ...]) -> int:
-        return self._bank.get(prefix, 0)
+    def split(self, node: _Node, prefix: tuple[str, ...], quota: int) -> None:
+        """Split ``quota`` over ``node``'s children: evenly at the top, by bank below."""
+        names = sorted(node.children)
+        if not names:
+            return
+        depth = len(prefix)
+        if depth == 0:
+            weights = dict.fromkeys(names, 1.0)
+        else:
+            weights = {c: float(node.children[c].bank) for c in names}
+        caps = {c: node.children[c].available for c in names}
+        tie = names.copy()
+        self.rng.shuffle(tie)
+        got = apportion(quota, weights, caps, tie)
+        weight_sum = sum(weights.values())
+        if any(caps[c] * weight_sum < quota * weights[c] for c in names):  # a cap binds
+            self._note(LEVELS[depth], prefix, apportion(quota, weights, tie_order=tie), got)
+        for name in names:
+            share = got[name]
+            if depth == 2:
+                if share:
+                    self.plan.quotas[StratumKey(prefix[0], prefix[1], name)] = share
+            elif share:
+                self.split(node.children[name], (*prefix, name), share)
 
-    def available(self, prefix: tuple[str, ...]) -> int:
-        return self._available.get(prefix, 0)
+    def _note(
+        self, level: str, prefix: tuple[str, ...], ideal: Mapping[str, int], got: Mapping[str, int]
+    ) -> None:
+        """Record cells that got less than their ideal share (their siblings took it)."""
+        short = {"/".join((*prefix, k)): ideal[k] - got[k] for k in ideal if got[k] < ideal[k]}
+        if short:
+            self.plan.shortfall.setdefault(level, {}).update(short)

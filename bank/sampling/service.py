@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import BigInteger, and_, any_, bindparam, func, select
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
@@ -90,8 +91,16 @@ class _Stratum:
     id: int
     n_slots: int
     supply: StratumSupply
-    stream: RankStream
+    seed: str
     candidates: list[Candidate] = field(default_factory=list)
+    _stream: RankStream | None = None
+
+    @property
+    def stream(self) -> RankStream:
+        """Created on first use: most strata get no quota in a given sample."""
+        if self._stream is None:
+            self._stream = RankStream(self.seed, self.supply.key, self.n_slots)
+        return self._stream
 
 
 async def draw_sample(
@@ -149,7 +158,8 @@ async def _load_strata(
     session: AsyncSession, *, org_id: uuid.UUID, seed: str
 ) -> dict[StratumKey, _Stratum]:
     excluded = func.coalesce(OrgStratumExclusion.n_items, 0)
-    rows = await session.execute(
+    connection = await session.connection()
+    rows = await connection.execute(
         select(
             Stratum.id,
             Stratum.discipline,
@@ -170,7 +180,7 @@ async def _load_strata(
     for stratum_id, discipline, qtype, sub, n_slots, n_active, n_excluded in rows:
         key = StratumKey(discipline, qtype, sub)
         supply = StratumSupply(key, bank=n_active, available=max(0, n_active - n_excluded))
-        strata[key] = _Stratum(stratum_id, n_slots, supply, RankStream(seed, key, n_slots))
+        strata[key] = _Stratum(stratum_id, n_slots, supply, seed)
     return strata
 
 
@@ -180,7 +190,7 @@ def _initial_needs(plan: Plan, strata: dict[StratumKey, _Stratum]) -> dict[Strat
     for key, quota in plan.quotas.items():
         stratum = strata[key]
         acceptance = max(MIN_ACCEPTANCE, stratum.supply.available / max(1, stratum.n_slots))
-        needs[key] = math.ceil(quota / acceptance) + 1
+        needs[key] = math.ceil(1.25 * quota / acceptance) + 2  # one round, nearly always
     return needs
 
 
@@ -212,10 +222,15 @@ async def _candidates(
 ) -> dict[int, Candidate]:
     if not slots:
         return {}
-    rows = await session.execute(
+    connection = await session.connection()
+    if connection.dialect.name == "postgresql":  # one array parameter, not thousands
+        in_slots = Item.slot == any_(bindparam("slots", slots, type_=ARRAY(BigInteger)))
+    else:
+        in_slots = Item.slot.in_(slots)
+    rows = await connection.execute(
         select(Item.slot, Item.id, Item.family_id, Item.status, Exposure.family_id)
         .outerjoin(Exposure, and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id))
-        .where(Item.slot.in_(slots))
+        .where(in_slots)
     )
     rank_mask = (1 << SLOT_RANK_BITS) - 1
     return {

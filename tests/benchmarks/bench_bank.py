@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
+import string
 import sys
 import tempfile
 import time
@@ -56,7 +58,12 @@ MMLU = Path(__file__).resolve().parents[3] / "shared" / "data" / "mmlu_pro" / "i
 
 
 def write_synthetic_bank(path: Path, n_items: int) -> None:
-    """Canonical JSONL: distinct questions over 10 x 6 x 50 cells, round-robin."""
+    """Canonical JSONL over 10 x 6 x 50 cells, round-robin; each question is a dozen words
+    drawn from a 20,000-word vocabulary, so questions are distinct (not one template)."""
+    rng = random.Random(7)
+    vocabulary = [
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 10))) for _ in range(20_000)
+    ]
     cells = [(d, t, s) for d in range(10) for t in QTYPES for s in range(50)]
     with path.open("w", encoding="utf-8") as out:
         for i in range(n_items):
@@ -65,13 +72,12 @@ def write_synthetic_bank(path: Path, n_items: int) -> None:
                 "discipline": f"discipline-{d}",
                 "subdiscipline": f"sub-{d}-{s}",
                 "qtype": t,
-                "question": f"Synthetic question {i} ({uuid.UUID(int=i * 7919).hex}): "
-                f"state and justify the value of item {i * 31 % 1000003}.",
-                "answer": f"answer {i}",
+                "question": " ".join(rng.choices(vocabulary, k=12)) + f" (#{i})?",
+                "answer": " ".join(rng.choices(vocabulary, k=3)),
                 "language": "en",
             }
             if t == "multiple_choice":
-                record["options"] = [f"option {i}-{k}" for k in range(4)]
+                record["options"] = [" ".join(rng.choices(vocabulary, k=2)) for _ in range(4)]
                 record["answer"] = "B"
             out.write(json.dumps(record) + "\n")
 
