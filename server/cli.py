@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import upgrade
-from server.orgs.service import create_org
+from server.orgs.service import create_org, find_org
 from server.runtime import run_in_unit_of_work
 
 app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
@@ -29,11 +29,15 @@ def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) 
 
 
 @admin_app.command("create-org")
-def admin_create_org(name: str) -> None:
-    """Create an organisation."""
+def admin_create_org(
+    name: str,
+    exist_ok: bool = typer.Option(False, "--exist-ok", help="Succeed if it exists already."),
+) -> None:
+    """Create an organisation and print its id."""
 
     async def work(session: AsyncSession) -> str:
-        org = await create_org(session, name=name)
+        existing = await find_org(session, name=name) if exist_ok else None
+        org = existing or await create_org(session, name=name)
         return str(org.id)
 
     typer.echo(run_in_unit_of_work(work))
