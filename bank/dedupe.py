@@ -473,20 +473,24 @@ def _tiles(offsets: I64, size: int) -> Iterator[tuple[int, int]]:
 # ------------------------------------------------------------------ candidates
 
 
-def candidate_pairs_within(keys: I64) -> set[tuple[int, int]]:
+def candidate_pairs_within(keys: I64, neighbours: int | None = None) -> set[tuple[int, int]]:
     """Pairs of rows of ``keys`` that share at least one band key.
 
     Parameters
     ----------
     keys : ndarray of int64, shape (n, bands)
         Band keys from :meth:`MinHashLSH.band_keys`.
+    neighbours : int or None
+        If given, pair each row only with the ``neighbours`` rows just before it among
+        the rows sharing a key. Work is then linear in the number of rows even for a
+        bank of templated questions where thousands share a key; a cluster of near
+        duplicates is still found as a chain (each member next to an earlier one).
 
     Returns
     -------
     set of (int, int)
-        Each candidate pair once, as ``(i, j)`` with ``i > j``. Work grows with the
-        square of the size of each group of rows sharing a key (e.g. many copies of
-        one text).
+        Each candidate pair once, as ``(i, j)`` with ``i > j``. Without ``neighbours``
+        work grows with the square of the size of each group of rows sharing a key.
     """
     bands = keys.shape[1]
     flat = keys.ravel()
@@ -499,7 +503,11 @@ def candidate_pairs_within(keys: I64) -> set[tuple[int, int]]:
     shared = ends - starts > 1
     for lo, hi in zip(starts[shared].tolist(), ends[shared].tolist(), strict=True):
         members = np.unique(order[lo:hi] // bands).tolist()  # ascending
-        pairs.update((members[a], members[b]) for a in range(len(members)) for b in range(a))
+        pairs.update(
+            (members[a], members[b])
+            for a in range(len(members))
+            for b in range(0 if neighbours is None else max(0, a - neighbours), a)
+        )
     return pairs
 
 

@@ -9,11 +9,12 @@ exact shingle Jaccard; only pairs at or above ``NEAR_DUPLICATE_JACCARD`` are rep
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -67,42 +68,77 @@ async def find_and_index_near_duplicates(
     locations: Sequence[SourceLocation],
 ) -> list[NearDuplicateFinding]:
     """Report near duplicates of the new items (within the batch and in the bank), then
-    store their band keys. The new items must already be flushed."""
+    store their band keys. The new items must already be flushed.
+
+    Work stays linear on templated banks: within the batch each item meets at most
+    ``NEIGHBOURS`` earlier items per shared key, and against the bank at most
+    ``MAX_BANK_CANDIDATES`` items (those sharing the most keys); a candidate is verified
+    exactly only if its signature estimate of the Jaccard reaches ``ESTIMATE_FLOOR``.
+    """
     if not ids:
         return []
-    keys = LSH.keys_for(texts)
-    findings: list[NearDuplicateFinding] = []
-    cache: dict[int, set[int]] = {}
-
-    def shingle_set(row: int) -> set[int]:
-        if row not in cache:
-            cache[row] = shingles(texts[row], LSH.shingle_size)
-        return cache[row]
-
-    for i, j in sorted(candidate_pairs_within(keys)):
-        similarity = jaccard(shingle_set(i), shingle_set(j))
-        if similarity >= NEAR_DUPLICATE_JACCARD:
-            findings.append(
-                NearDuplicateFinding(locations[i], ids[i], str(locations[j]), similarity)
-            )
-    findings += await _against_bank(session, keys, texts, ids, locations, shingle_set)
+    signatures = LSH.signatures(texts)
+    keys = LSH.band_keys(signatures)
+    verify = _Verifier(texts)
+    within = sorted(candidate_pairs_within(keys, neighbours=NEIGHBOURS))
+    findings = [
+        NearDuplicateFinding(locations[i], ids[i], str(locations[j]), similarity)
+        for (i, j) in _likely(signatures, signatures, within)
+        if (similarity := verify.pair(i, j)) >= NEAR_DUPLICATE_JACCARD
+    ]
+    findings += await _against_bank(session, keys, signatures, ids, locations, verify)
     await _store_keys(session, ids, keys.tolist())
     return findings
+
+
+NEIGHBOURS = 8
+MAX_BANK_CANDIDATES = 16
+ESTIMATE_FLOOR = 0.7
+"""With 32 permutations the estimate's standard error at Jaccard 0.9 is 0.053, so a true
+near duplicate falls below 0.7 with probability < 1e-4."""
+
+
+class _Verifier:
+    """Exact shingle Jaccard, with each text's shingles computed once."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._texts = texts
+        self._cache: dict[int, set[int]] = {}
+
+    def shingles_of(self, row: int) -> set[int]:
+        if row not in self._cache:
+            self._cache[row] = shingles(self._texts[row], LSH.shingle_size)
+        return self._cache[row]
+
+    def pair(self, i: int, j: int) -> float:
+        return jaccard(self.shingles_of(i), self.shingles_of(j))
+
+    def against(self, i: int, text: str) -> float:
+        return jaccard(self.shingles_of(i), shingles(text, LSH.shingle_size))
+
+
+def _likely(left: Any, right: Any, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pairs whose MinHash estimate of the Jaccard reaches ``ESTIMATE_FLOOR``."""
+    if not pairs:
+        return []
+    index = np.asarray(pairs, dtype=np.int64)
+    estimate = (left[index[:, 0]] == right[index[:, 1]]).mean(axis=1)
+    return [pairs[k] for k in np.flatnonzero(estimate >= ESTIMATE_FLOOR).tolist()]
 
 
 async def _against_bank(
     session: AsyncSession,
     keys: Any,
-    texts: Sequence[str],
+    signatures: Any,
     ids: Sequence[uuid.UUID],
     locations: Sequence[SourceLocation],
-    shingle_set: Any,
+    verify: _Verifier,
 ) -> list[NearDuplicateFinding]:
     rows_of_key: dict[int, list[int]] = defaultdict(list)
     for row, row_keys in enumerate(keys.tolist()):
         for key in row_keys:
             rows_of_key[key].append(row)
-    pairs: set[tuple[int, uuid.UUID]] = set()
+    shared: dict[int, Counter[uuid.UUID]] = defaultdict(Counter)
     distinct = list(rows_of_key)
     for start in range(0, len(distinct), LOOKUP_CHUNK):
         found = await session.execute(
@@ -110,13 +146,25 @@ async def _against_bank(
                 ItemLshKey.key.in_(distinct[start : start + LOOKUP_CHUNK])
             )
         )
-        pairs.update((row, item_id) for key, item_id in found for row in rows_of_key[key])
+        for key, item_id in found:
+            for row in rows_of_key[key]:
+                shared[row][item_id] += 1
+    pairs = [
+        (row, item_id)
+        for row in sorted(shared)
+        for item_id, _ in shared[row].most_common(MAX_BANK_CANDIDATES)
+    ]
     if not pairs:
         return []
     others = await _texts_of(session, sorted({item_id for _, item_id in pairs}))
+    other_ids = list(others)
+    other_signatures = LSH.signatures([others[i] for i in other_ids])
+    position = {item_id: k for k, item_id in enumerate(other_ids)}
+    likely = _likely(signatures, other_signatures, [(r, position[i]) for r, i in pairs])
     findings = []
-    for row, item_id in sorted(pairs):
-        similarity = jaccard(shingle_set(row), shingles(others[item_id], LSH.shingle_size))
+    for row, k in likely:
+        item_id = other_ids[k]
+        similarity = verify.against(row, others[item_id])
         if similarity >= NEAR_DUPLICATE_JACCARD:
             findings.append(
                 NearDuplicateFinding(locations[row], ids[row], f"bank item {item_id}", similarity)

@@ -418,3 +418,11 @@ def test_existing_keys_are_reported_and_exact_duplicates_included() -> None:
     ]
     result = find_near_duplicates(new, existing)
     assert result == [NearDuplicate(0, "q-1", True, 1.0)]
+
+
+def test_neighbours_bounds_the_pairs_of_a_large_group_to_a_chain() -> None:
+    lsh = MinHashLSH()
+    keys = lsh.keys_for(["the very same templated question text, again and again"] * 10)
+    assert len(candidate_pairs_within(keys)) == 45
+    chained = candidate_pairs_within(keys, neighbours=2)
+    assert chained == {(a, b) for a in range(10) for b in range(max(0, a - 2), a)}
