@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy import func, select
@@ -11,55 +12,61 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.models import Exposure, Item, OrgStratumExclusion
 from bank.upsert import insert_ignore, insert_or_add
 
+LOOKUP_CHUNK = 10_000
+
 
 async def record_exposure(
     session: AsyncSession, *, org_id: uuid.UUID, item_ids: Sequence[uuid.UUID]
 ) -> int:
     """Mark the families of ``item_ids`` as served to ``org_id``; return how many were new.
 
-    Keeps ``org_stratum_exclusions`` in step: every item of a newly exposed family, in
-    whatever stratum, stops being available to the organisation.
+    Keeps ``org_stratum_exclusions`` in step: every active item of a newly exposed family,
+    in whatever stratum, stops being available to the organisation.
     """
     if not item_ids:
         return 0
-    rows = await session.execute(select(Item.id, Item.family_id).where(Item.id.in_(item_ids)))
-    family_of: dict[uuid.UUID, uuid.UUID] = {item_id: family for item_id, family in rows}
     first_item: dict[uuid.UUID, uuid.UUID] = {}
+    family_of = await _families_of(session, item_ids)
     for item_id in item_ids:
         if item_id in family_of:
             first_item.setdefault(family_of[item_id], item_id)
-    known = set(
-        (
-            await session.execute(
-                select(Exposure.family_id).where(
-                    Exposure.org_id == org_id, Exposure.family_id.in_(list(first_item))
-                )
-            )
-        ).scalars()
-    )
-    new = [f for f in first_item if f not in known]
-    new_set = set(new)
-    if not new:
-        return 0
-    await insert_ignore(
+    # Only the families this statement really inserted count: a concurrent transaction
+    # recording the same family cannot make the counters count it twice.
+    new = await insert_ignore(
         session,
         Exposure,
-        [
-            {"org_id": org_id, "family_id": f, "item_id": i}
-            for f, i in first_item.items()
-            if f in new_set
-        ],
+        [{"org_id": org_id, "family_id": f, "item_id": i} for f, i in first_item.items()],
+        returning="family_id",
     )
-    counts = await session.execute(
-        select(Item.stratum_id, func.count())
-        .where(Item.family_id.in_(new))
-        .group_by(Item.stratum_id)
-    )
+    if not new:
+        return 0
+    per_stratum: Counter[int] = Counter()
+    for start in range(0, len(new), LOOKUP_CHUNK):
+        counts = await session.execute(
+            select(Item.stratum_id, func.count())
+            .where(Item.family_id.in_(new[start : start + LOOKUP_CHUNK]), Item.status == "active")
+            .group_by(Item.stratum_id)
+        )
+        per_stratum.update(dict(counts.tuples().all()))
     await insert_or_add(
         session,
         OrgStratumExclusion,
-        [{"org_id": org_id, "stratum_id": s, "n_items": n} for s, n in counts],
+        [{"org_id": org_id, "stratum_id": s, "n_items": n} for s, n in per_stratum.items()],
         keys=["org_id", "stratum_id"],
         counter="n_items",
     )
     return len(new)
+
+
+async def _families_of(
+    session: AsyncSession, item_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, uuid.UUID]:
+    family_of: dict[uuid.UUID, uuid.UUID] = {}
+    for start in range(0, len(item_ids), LOOKUP_CHUNK):
+        rows = await session.execute(
+            select(Item.id, Item.family_id).where(
+                Item.id.in_(item_ids[start : start + LOOKUP_CHUNK])
+            )
+        )
+        family_of.update(rows.tuples().all())
+    return family_of

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank import bulk
 from bank.augment import augment as augment_record
 from bank.dedupe import content_hash
+from bank.locks import lock
 from bank.models import Item, make_slot
 from bank.near_duplicates import (
     NearDuplicateFinding,
@@ -37,6 +38,7 @@ from bank.strata import StratumKey, reserve_slots
 
 ID_NAMESPACE = uuid.UUID("6f1c2a4e-8b7d-4f0a-9c3e-2d5b7a1e9f40")
 """Namespace of content-derived item ids (records that bring no id of their own)."""
+IMPORT_LOCK = "bank:import"
 MAX_REPORTED_ERRORS = 50
 LOOKUP_CHUNK = 5_000
 
@@ -119,24 +121,25 @@ def validate_all(raws: Iterable[RawRecord]) -> tuple[list[ItemRecord], list[Reco
 
 
 def _identify(records: Sequence[ItemRecord]) -> tuple[list[_Candidate], list[RecordError]]:
-    """Give each record its id and hash; refuse ids used twice in the batch."""
+    """Give each record its id and hash; refuse an id used twice in the batch for
+    different content (the same content twice is an exact duplicate, handled later)."""
     candidates: list[_Candidate] = []
     errors: list[RecordError] = []
-    first_line_of_id: dict[uuid.UUID, SourceLocation] = {}
+    first_of_id: dict[uuid.UUID, tuple[SourceLocation, str]] = {}
     for record in records:
         digest = content_hash(record.qtype, record.question, record.options)
         item_id = record.id or uuid.uuid5(ID_NAMESPACE, digest)
-        if record.id is not None:
-            if record.id in first_line_of_id:
+        if item_id in first_of_id:
+            where, first_digest = first_of_id[item_id]
+            if record.id is not None or first_digest != digest:
                 errors.append(
                     RecordError(
-                        record.location,
-                        "id",
-                        f"duplicate id {record.id}, first used at {first_line_of_id[record.id]}",
+                        record.location, "id", f"duplicate id {item_id}, first used at {where}"
                     )
                 )
                 continue
-            first_line_of_id[record.id] = record.location
+        else:
+            first_of_id[item_id] = (record.location, digest)
         candidates.append(_Candidate(record, item_id, digest))
     return candidates, errors
 
@@ -268,6 +271,7 @@ async def import_records(
     """
     records, errors = validate_all(raws)
     report = ImportReport(records=len(records) + len(errors))
+    await lock(session, IMPORT_LOCK)  # imports serialise: each sees the other's items
     candidates, id_errors = _identify(records)
     errors.extend(id_errors)
     fresh, bank_errors = await _screen(session, candidates, report)

@@ -57,6 +57,8 @@ CANONICAL_FIELDS: frozenset[str] = frozenset(
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("discipline", "subdiscipline", "qtype", "question", "answer")
 MAX_TEXT = 100_000
+FIELD_LIMITS: dict[str, int] = {"discipline": 100, "subdiscipline": 200, "qtype": 40}
+"""Lengths of the database columns these fields are stored in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,21 @@ def _text(raw: RawRecord, name: str, *, required: bool, max_len: int = MAX_TEXT)
     text = str(value).strip()
     if len(text) > max_len:
         raise RecordError(raw.location, name, f"longer than {max_len} characters")
+    _check_characters(raw, name, text)
     return text
+
+
+def _check_characters(raw: RawRecord, name: str, text: str) -> None:
+    """Refuse what PostgreSQL cannot store (NUL) and what is not Unicode text (lone
+    surrogates from a broken decoder)."""
+    if "\x00" in text:
+        raise RecordError(raw.location, name, "contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RecordError(
+            raw.location, name, f"is not valid Unicode at character {error.start}"
+        ) from None
 
 
 def _options(raw: RawRecord) -> tuple[str, ...] | None:
@@ -133,6 +149,11 @@ def _options(raw: RawRecord) -> tuple[str, ...] | None:
         text = str(option).strip()
         if not text:
             raise RecordError(raw.location, f"options[{index}]", "is empty")
+        if len(text) > MAX_TEXT:
+            raise RecordError(
+                raw.location, f"options[{index}]", f"longer than {MAX_TEXT} characters"
+            )
+        _check_characters(raw, f"options[{index}]", text)
         options.append(text)
     return tuple(options)
 
@@ -140,8 +161,11 @@ def _options(raw: RawRecord) -> tuple[str, ...] | None:
 def _choice_answer(raw: RawRecord, answer: str, options: tuple[str, ...]) -> str:
     """Return the answer as a letter; accept a letter or the exact option text."""
     letter = answer.strip().rstrip(".．、").upper()
+    in_range = len(letter) == 1 and letter in OPTION_LETTERS[: len(options)]
+    if not in_range and answer in options:
+        return OPTION_LETTERS[options.index(answer)]
     if len(letter) == 1 and letter in OPTION_LETTERS:
-        if OPTION_LETTERS.index(letter) >= len(options):
+        if not in_range:
             raise RecordError(
                 raw.location,
                 "answer",
@@ -149,8 +173,6 @@ def _choice_answer(raw: RawRecord, answer: str, options: tuple[str, ...]) -> str
                 f"(A-{OPTION_LETTERS[len(options) - 1]})",
             )
         return letter
-    if answer in options:
-        return OPTION_LETTERS[options.index(answer)]
     raise RecordError(
         raw.location, "answer", f"{answer[:40]!r} is neither an option letter nor an option's text"
     )
@@ -167,7 +189,10 @@ def validate_record(raw: RawRecord) -> ItemRecord:
     unknown = sorted(set(raw.data) - CANONICAL_FIELDS - {"extra"})
     if unknown:
         raise RecordError(raw.location, unknown[0], "unknown field")
-    values = {name: _text(raw, name, required=True) for name in REQUIRED_FIELDS}
+    values = {
+        name: _text(raw, name, required=True, max_len=FIELD_LIMITS.get(name, MAX_TEXT))
+        for name in REQUIRED_FIELDS
+    }
     qtype = str(values["qtype"])
     if qtype not in QTYPES:
         raise RecordError(

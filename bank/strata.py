@@ -31,7 +31,7 @@ async def reserve_slots(
     wanted = Counter(keys)
     if not wanted:
         return {}
-    strata = await _get_or_create(session, list(wanted))
+    strata = await _get_or_create(session, sorted(wanted))
     firsts: dict[StratumKey, tuple[int, int]] = {}
     for key, count in wanted.items():
         stratum_id, n_slots = strata[key]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bank.formats import FORMATS, read_records
+from bank.formats import FORMATS, detect_format, read_records
 from bank.importer import ImportRefused, ImportReport, import_records
 from bank.records import RawRecord
 from bank.samples import sample_path
@@ -53,15 +54,23 @@ def import_command(
     for target in targets:
         if not target.exists():
             raise typer.BadParameter(f"{target}: no such file or directory")
+        if fmt is None:
+            try:
+                detect_format(target)
+            except (ValueError, OSError) as error:
+                raise typer.BadParameter(str(error)) from None
 
     async def work(session: AsyncSession) -> ImportReport:
         return await import_records(session, _records(targets, fmt), augment=augment)
 
     try:
         report = run_in_unit_of_work(work)
+    except OSError as failure:
+        stderr.print(f"error: {failure}; nothing was imported", markup=False)
+        raise typer.Exit(1) from None
     except ImportRefused as refused:
-        for error in refused.errors:
-            stderr.print(str(error), markup=False)
+        for problem in refused.errors:
+            stderr.print(str(problem), markup=False)
         stderr.print(f"import refused: {len(refused.errors)} bad record(s); nothing was imported")
         raise typer.Exit(1) from None
     _print_report(report, as_json)
@@ -134,10 +143,7 @@ def sample_command(
 ) -> None:
     """Dry run: draw a sample as a session would, and record nothing."""
     if seed is not None:
-        try:
-            int(seed, 16)
-        except ValueError:
-            raise typer.BadParameter(f"--seed must be hexadecimal, got {seed!r}") from None
+        seed = _normal_seed(seed)
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         organisation = await get_org(session, name=org)
@@ -151,3 +157,11 @@ def sample_command(
     typer.echo(f"seed {result['seed']}: {len(result['items'])} of {result['n']} items drawn")
     if result["shortfall"].get("unplaced"):
         typer.echo(f"shortfall: {json.dumps(result['shortfall'], ensure_ascii=False)}")
+
+
+def _normal_seed(seed: str) -> str:
+    """Lower-case hex without ``0x``, 1-64 digits, so one seed has one spelling."""
+    digits = seed.strip().lower().removeprefix("0x")
+    if not re.fullmatch(r"[0-9a-f]{1,64}", digits):
+        raise typer.BadParameter(f"--seed must be 1-64 hexadecimal digits, got {seed!r}")
+    return digits

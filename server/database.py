@@ -31,16 +31,26 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         kwargs.setdefault("connect_args", {"timeout": 30})
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # The sqlite3 module would only BEGIN before the first write, leaving earlier reads
+    # outside the transaction; turn that off and BEGIN ourselves (SQLAlchemy's recipe).
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    """Every transaction takes the write lock up front, so two writers serialise instead of
+    failing halfway (the embedded default serves one user; readers are not blocked in WAL)."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -22,3 +22,8 @@ class NotFound(ProctorError):
 class Conflict(ProctorError):
     status = 409
     title = "Conflict"
+
+
+class InvalidInput(ProctorError):
+    status = 422
+    title = "Invalid input"

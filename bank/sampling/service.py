@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
+from bank.locks import lock
 from bank.models import (
     SLOT_RANK_BITS,
     Exposure,
@@ -93,7 +94,17 @@ class _Stratum:
     supply: StratumSupply
     seed: str
     candidates: list[Candidate] = field(default_factory=list)
+    last_request: int = 0
     _stream: RankStream | None = None
+
+    def next_request(self, missing: int) -> int:
+        """How many more ranks to draw for ``missing`` items: from the eligible share seen
+        so far, and at least double the last request, so even a stratum that is almost all
+        exposed is walked in O(log n_slots) rounds."""
+        drawn = max(1, len(self.stream.drawn))
+        rate = max(MIN_ACCEPTANCE / 5, sum(c.eligible for c in self.candidates) / drawn)
+        self.last_request = max(2 * self.last_request, math.ceil(1.25 * missing / rate) + 2)
+        return self.last_request
 
     @property
     def stream(self) -> RankStream:
@@ -130,7 +141,7 @@ async def draw_sample(
             if stratum.stream.exhausted:
                 stratum.supply = StratumSupply(key, stratum.supply.bank, len(selection.chosen[key]))
             else:
-                needs[key] = 2 * missing + 2
+                needs[key] = stratum.next_request(missing)
         if needs:
             await _fetch(session, org_id, strata, needs)
         else:
@@ -190,7 +201,7 @@ def _initial_needs(plan: Plan, strata: dict[StratumKey, _Stratum]) -> dict[Strat
     for key, quota in plan.quotas.items():
         stratum = strata[key]
         acceptance = max(MIN_ACCEPTANCE, stratum.supply.available / max(1, stratum.n_slots))
-        needs[key] = math.ceil(1.25 * quota / acceptance) + 2  # one round, nearly always
+        needs[key] = stratum.last_request = math.ceil(1.25 * quota / acceptance) + 2
     return needs
 
 
@@ -242,6 +253,22 @@ async def _candidates(
         )
         for slot, item_id, family_id, status, exposed in rows
     }
+
+
+async def allocate_sample(
+    session: AsyncSession,
+    *,
+    org_id: uuid.UUID,
+    n: int = DEFAULT_N,
+    seed: str | None = None,
+    disciplines: Sequence[str] | None = None,
+) -> tuple[Sample, DrawnSample]:
+    """Draw and record a sample for ``org_id``, holding the organisation's sampling lock so
+    two samples for one organisation are drawn one after the other, never from the same
+    snapshot."""
+    await lock(session, f"bank:sample:{org_id}")
+    drawn = await draw_sample(session, org_id=org_id, n=n, seed=seed, disciplines=disciplines)
+    return await persist_sample(session, org_id=org_id, sample=drawn), drawn
 
 
 async def persist_sample(

@@ -5,15 +5,17 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.errors import Conflict, NotFound
+from server.errors import Conflict, InvalidInput, NotFound
 from server.orgs.models import Organisation
+
+MAX_NAME = 200
 
 
 async def create_org(session: AsyncSession, *, name: str) -> Organisation:
     """Create organisation ``name``; ``Conflict`` if the name is taken."""
     name = name.strip()
-    if not name:
-        raise ValueError("organisation name must not be empty")
+    if not name or len(name) > MAX_NAME:
+        raise InvalidInput(f"organisation name must be 1-{MAX_NAME} characters, got {name!r}")
     if await find_org(session, name=name) is not None:
         raise Conflict(f"organisation {name!r} already exists")
     org = Organisation(name=name)
@@ -23,7 +25,8 @@ async def create_org(session: AsyncSession, *, name: str) -> Organisation:
 
 
 async def find_org(session: AsyncSession, *, name: str) -> Organisation | None:
-    """The organisation called ``name``, or None."""
+    """The organisation called ``name`` (surrounding spaces ignored), or None."""
+    name = name.strip()
     result = await session.execute(select(Organisation).where(Organisation.name == name))
     return result.scalar_one_or_none()
 

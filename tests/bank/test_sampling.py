@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from bank.exposure import record_exposure
@@ -218,3 +218,34 @@ async def test_property_random_exposure_never_leaks_and_quotas_hold(
             assert_quotas(sample, await _bank_counts(session))
     finally:
         await nested.rollback()
+
+
+async def test_retired_items_are_never_drawn_even_when_counters_lag(
+    session: AsyncSession,
+) -> None:
+    """All but five items of one stratum retired behind the counters' back: the draw walks
+    the stratum in a few growing rounds instead of giving up, and takes only active items."""
+    org = await make_org(session)
+    stratum = (
+        await session.execute(
+            select(Stratum).where(
+                Stratum.discipline == "D0",
+                Stratum.qtype == "short_answer",
+                Stratum.subdiscipline == "S0",
+            )
+        )
+    ).scalar_one()
+    ids = list(
+        (await session.execute(select(Item.id).where(Item.stratum_id == stratum.id))).scalars()
+    )
+    keep = set(ids[:5])
+    await session.execute(
+        update(Item).where(Item.id.in_([i for i in ids if i not in keep])).values(status="retired")
+    )
+    for seed in ("1", "2", "3"):
+        sample = await draw_sample(session, org_id=org.id, n=400, seed=seed, disciplines=["D0"])
+        drawn = {
+            i.id for i in sample.items if i.subdiscipline == "S0" and i.qtype == "short_answer"
+        }
+        assert drawn <= keep
+        assert len(sample.items) + sample.shortfall["unplaced"] == 400
