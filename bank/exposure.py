@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.bulk import column_in, in_chunks
 from bank.models import Exposure, Item, OrgStratumExclusion
 from bank.upsert import insert_ignore, insert_or_add
-
-LOOKUP_CHUNK = 10_000
 
 
 async def record_exposure(
@@ -41,10 +40,10 @@ async def record_exposure(
     if not new:
         return 0
     per_stratum: Counter[int] = Counter()
-    for start in range(0, len(new), LOOKUP_CHUNK):
+    for chunk in in_chunks(session, new):
         counts = await session.execute(
             select(Item.stratum_id, func.count())
-            .where(Item.family_id.in_(new[start : start + LOOKUP_CHUNK]), Item.status == "active")
+            .where(column_in(session, Item.family_id, chunk), Item.status == "active")
             .group_by(Item.stratum_id)
         )
         per_stratum.update(dict(counts.tuples().all()))
@@ -62,11 +61,9 @@ async def _families_of(
     session: AsyncSession, item_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, uuid.UUID]:
     family_of: dict[uuid.UUID, uuid.UUID] = {}
-    for start in range(0, len(item_ids), LOOKUP_CHUNK):
+    for chunk in in_chunks(session, item_ids):
         rows = await session.execute(
-            select(Item.id, Item.family_id).where(
-                Item.id.in_(item_ids[start : start + LOOKUP_CHUNK])
-            )
+            select(Item.id, Item.family_id).where(column_in(session, Item.id, chunk))
         )
         family_of.update(rows.tuples().all())
     return family_of

@@ -40,7 +40,6 @@ ID_NAMESPACE = uuid.UUID("6f1c2a4e-8b7d-4f0a-9c3e-2d5b7a1e9f40")
 """Namespace of content-derived item ids (records that bring no id of their own)."""
 IMPORT_LOCK = "bank:import"
 MAX_REPORTED_ERRORS = 50
-LOOKUP_CHUNK = 5_000
 
 
 class ImportRefused(Exception):
@@ -149,10 +148,9 @@ async def _existing(
 ) -> dict[Any, tuple[uuid.UUID, str]]:
     """Map ``column`` value -> (id, content_hash) for the bank items having those values."""
     found: dict[Any, tuple[uuid.UUID, str]] = {}
-    for start in range(0, len(values), LOOKUP_CHUNK):
-        chunk = values[start : start + LOOKUP_CHUNK]
+    for chunk in bulk.in_chunks(session, values):
         rows = await session.execute(
-            select(column, Item.id, Item.content_hash).where(column.in_(chunk))
+            select(column, Item.id, Item.content_hash).where(bulk.column_in(session, column, chunk))
         )
         for value, item_id, digest in rows:
             found[value] = (item_id, digest)

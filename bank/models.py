@@ -21,7 +21,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     ForeignKey,
-    Index,
     Integer,
     String,
     Text,
@@ -65,14 +64,14 @@ class Item(Base):
         CheckConstraint(
             "status IN ('active', 'flagged', 'retired', 'anchor')", name="status_known"
         ),
-        Index(None, "discipline", "qtype", "subdiscipline"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     family_id: Mapped[uuid.UUID] = mapped_column(index=True)
     variant: Mapped[str] = mapped_column(String(40), default="original")
     """``original``, ``true_false:<option index>`` or ``fill_in``."""
-    stratum_id: Mapped[int] = mapped_column(ForeignKey("strata.id"), index=True)
+    stratum_id: Mapped[int] = mapped_column(ForeignKey("strata.id"))
+    """Also the high half of ``slot``, whose unique index serves lookups by stratum."""
     slot: Mapped[int] = mapped_column(BigInteger, unique=True)
     discipline: Mapped[str] = mapped_column(String(100))
     subdiscipline: Mapped[str] = mapped_column(String(200))

@@ -32,7 +32,6 @@ from bank.records import SourceLocation
 LSH = MinHashLSH(num_perm=32, bands=8)
 """32 permutations in 8 bands of 4: P(candidate) is 0.9998 at Jaccard 0.9, 0.40 at 0.5,
 0.06 at 0.3. Eight stored keys per original keeps the key table small."""
-LOOKUP_CHUNK = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +139,10 @@ async def _against_bank(
             rows_of_key[key].append(row)
     shared: dict[int, Counter[uuid.UUID]] = defaultdict(Counter)
     distinct = list(rows_of_key)
-    for start in range(0, len(distinct), LOOKUP_CHUNK):
+    for chunk in bulk.in_chunks(session, distinct):
         found = await session.execute(
             select(ItemLshKey.key, ItemLshKey.item_id).where(
-                ItemLshKey.key.in_(distinct[start : start + LOOKUP_CHUNK])
+                bulk.column_in(session, ItemLshKey.key, chunk)
             )
         )
         for key, item_id in found:
@@ -173,10 +172,15 @@ async def _against_bank(
 
 
 async def _texts_of(session: AsyncSession, item_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
-    result = await session.execute(
-        select(Item.id, Item.question, Item.options).where(Item.id.in_(item_ids))
-    )
-    return {item_id: comparable_text(q, o) for item_id, q, o in result}
+    texts: dict[uuid.UUID, str] = {}
+    for chunk in bulk.in_chunks(session, item_ids):
+        result = await session.execute(
+            select(Item.id, Item.question, Item.options).where(
+                bulk.column_in(session, Item.id, chunk)
+            )
+        )
+        texts.update((item_id, comparable_text(q, o)) for item_id, q, o in result)
+    return texts
 
 
 def comparable_text(question: str, options: Sequence[str] | None) -> str:
@@ -187,9 +191,9 @@ def comparable_text(question: str, options: Sequence[str] | None) -> str:
 async def _store_keys(
     session: AsyncSession, ids: Sequence[uuid.UUID], keys: list[list[int]]
 ) -> None:
-    rows = [
-        {"key": key, "item_id": item_id}
+    records = [
+        (key, item_id)
         for item_id, row_keys in zip(ids, keys, strict=True)
         for key in dict.fromkeys(row_keys)
     ]
-    await bulk.insert_rows(session, ItemLshKey, rows)
+    await bulk.insert_tuples(session, ItemLshKey, ("key", "item_id"), records)

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, and_, any_, bindparam, func, select
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
@@ -41,7 +40,6 @@ DEFAULT_N = 1000
 SEED_BYTES = 16
 MIN_ACCEPTANCE = 0.05
 MAX_ROUNDS = 1000
-FETCH_CHUNK = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +217,8 @@ async def _fetch(
         drawn[key] = stratum.stream.extend(count)
         slots.extend(make_slot(stratum.id, rank) for rank in drawn[key])
     found: dict[int, Candidate] = {}
-    for start in range(0, len(slots), FETCH_CHUNK):
-        found.update(await _candidates(session, org_id, slots[start : start + FETCH_CHUNK]))
+    for chunk in bulk.in_chunks(session, slots):
+        found.update(await _candidates(session, org_id, list(chunk)))
     for key, ranks in drawn.items():
         stratum = strata[key]
         stratum.candidates.extend(
@@ -234,14 +232,10 @@ async def _candidates(
     if not slots:
         return {}
     connection = await session.connection()
-    if connection.dialect.name == "postgresql":  # one array parameter, not thousands
-        in_slots = Item.slot == any_(bindparam("slots", slots, type_=ARRAY(BigInteger)))
-    else:
-        in_slots = Item.slot.in_(slots)
     rows = await connection.execute(
         select(Item.slot, Item.id, Item.family_id, Item.status, Exposure.family_id)
         .outerjoin(Exposure, and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id))
-        .where(in_slots)
+        .where(bulk.column_in(session, Item.slot, slots))
     )
     rank_mask = (1 << SLOT_RANK_BITS) - 1
     return {

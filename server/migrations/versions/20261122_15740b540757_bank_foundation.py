@@ -81,13 +81,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("slot", name=op.f("uq_items_slot")),
     )
     with op.batch_alter_table("items", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_items_discipline_qtype_subdiscipline"),
-            ["discipline", "qtype", "subdiscipline"],
-            unique=False,
-        )
         batch_op.create_index(batch_op.f("ix_items_family_id"), ["family_id"], unique=False)
-        batch_op.create_index(batch_op.f("ix_items_stratum_id"), ["stratum_id"], unique=False)
 
     op.create_table(
         "org_stratum_exclusions",
@@ -189,9 +183,7 @@ def downgrade() -> None:
     op.drop_table("samples")
     op.drop_table("org_stratum_exclusions")
     with op.batch_alter_table("items", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_items_stratum_id"))
         batch_op.drop_index(batch_op.f("ix_items_family_id"))
-        batch_op.drop_index(batch_op.f("ix_items_discipline_qtype_subdiscipline"))
 
     op.drop_table("items")
     op.drop_table("strata")
