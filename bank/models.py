@@ -145,11 +145,12 @@ class SampleItem(Base):
 
 
 class ItemLshKey(Base):
-    """MinHash LSH band keys of original items, to find near duplicates across imports."""
+    """MinHash LSH band keys of original items, to find near duplicates across imports.
+
+    No foreign key to ``items``: it would cost a trigger per row on the eight rows an import
+    writes per item, and items are retired, never deleted."""
 
     __tablename__ = "item_lsh_keys"
 
     key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    item_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("items.id", ondelete="CASCADE"), primary_key=True
-    )
+    item_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

@@ -86,7 +86,7 @@ async def find_and_index_near_duplicates(
         if (similarity := verify.pair(i, j)) >= NEAR_DUPLICATE_JACCARD
     ]
     findings += await _against_bank(session, keys, signatures, ids, locations, verify)
-    await _store_keys(session, ids, keys.tolist())
+    await _store_keys(session, ids, keys)
     return findings
 
 
@@ -133,21 +133,21 @@ async def _against_bank(
     locations: Sequence[SourceLocation],
     verify: _Verifier,
 ) -> list[NearDuplicateFinding]:
-    rows_of_key: dict[int, list[int]] = defaultdict(list)
-    for row, row_keys in enumerate(keys.tolist()):
-        for key in row_keys:
-            rows_of_key[key].append(row)
-    shared: dict[int, Counter[uuid.UUID]] = defaultdict(Counter)
-    distinct = list(rows_of_key)
-    for chunk in bulk.in_chunks(session, distinct):
-        found = await session.execute(
+    found: list[tuple[int, uuid.UUID]] = []
+    for chunk in bulk.in_chunks(session, np.unique(keys).tolist()):
+        result = await session.execute(
             select(ItemLshKey.key, ItemLshKey.item_id).where(
                 bulk.column_in(session, ItemLshKey.key, chunk)
             )
         )
-        for key, item_id in found:
-            for row in rows_of_key[key]:
-                shared[row][item_id] += 1
+        found.extend(result.tuples())
+    if not found:
+        return []
+    rows_of_key = _rows_of_keys(keys, {key for key, _ in found})
+    shared: dict[int, Counter[uuid.UUID]] = defaultdict(Counter)
+    for key, item_id in found:
+        for row in rows_of_key[key]:
+            shared[row][item_id] += 1
     pairs = [
         (row, item_id)
         for row in sorted(shared)
@@ -171,6 +171,16 @@ async def _against_bank(
     return findings
 
 
+def _rows_of_keys(keys: Any, wanted: set[int]) -> dict[int, list[int]]:
+    """For each key in ``wanted``, the batch rows that carry it."""
+    flat = keys.ravel()
+    positions = np.flatnonzero(np.isin(flat, np.fromiter(wanted, dtype=np.int64)))
+    rows: dict[int, list[int]] = defaultdict(list)
+    for position in positions.tolist():
+        rows[int(flat[position])].append(position // keys.shape[1])
+    return rows
+
+
 async def _texts_of(session: AsyncSession, item_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
     texts: dict[uuid.UUID, str] = {}
     for chunk in bulk.in_chunks(session, item_ids):
@@ -188,12 +198,17 @@ def comparable_text(question: str, options: Sequence[str] | None) -> str:
     return question if not options else question + "\n" + "\n".join(options)
 
 
-async def _store_keys(
-    session: AsyncSession, ids: Sequence[uuid.UUID], keys: list[list[int]]
-) -> None:
-    records = [
-        (key, item_id)
-        for item_id, row_keys in zip(ids, keys, strict=True)
-        for key in dict.fromkeys(row_keys)
-    ]
+async def _store_keys(session: AsyncSession, ids: Sequence[uuid.UUID], keys: Any) -> None:
+    """Insert one row per (band key, item), sorted by key so the index fills page by page."""
+    flat = keys.ravel()
+    order = np.argsort(flat, kind="stable")
+    sorted_keys = flat[order]
+    rows = order // keys.shape[1]
+    # the same key twice for one item (two bands colliding) would break the primary key
+    repeat = np.zeros(len(order), dtype=bool)
+    repeat[1:] = (sorted_keys[1:] == sorted_keys[:-1]) & (rows[1:] == rows[:-1])
+    keep = ~repeat
+    records = list(
+        zip(sorted_keys[keep].tolist(), [ids[r] for r in rows[keep].tolist()], strict=True)
+    )
     await bulk.insert_tuples(session, ItemLshKey, ("key", "item_id"), records)

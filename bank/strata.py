@@ -6,9 +6,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import select, tuple_, update
+from sqlalchemy import bindparam, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.bulk import model_table
 from bank.models import Stratum
 
 
@@ -32,15 +33,18 @@ async def reserve_slots(
     if not wanted:
         return {}
     strata = await _get_or_create(session, sorted(wanted))
-    firsts: dict[StratumKey, tuple[int, int]] = {}
-    for key, count in wanted.items():
-        stratum_id, n_slots = strata[key]
-        firsts[key] = (stratum_id, n_slots)
-        await session.execute(
-            update(Stratum)
-            .where(Stratum.id == stratum_id)
-            .values(n_slots=Stratum.n_slots + count, n_active=Stratum.n_active + count)
-        )
+    firsts = {key: strata[key] for key in wanted}
+    table = model_table(Stratum)
+    connection = await session.connection()  # one executemany, not a round trip per stratum
+    await connection.execute(
+        update(table)
+        .where(table.c.id == bindparam("stratum"))
+        .values(
+            n_slots=table.c.n_slots + bindparam("added"),
+            n_active=table.c.n_active + bindparam("added"),
+        ),
+        [{"stratum": strata[key][0], "added": count} for key, count in wanted.items()],
+    )
     return firsts
 
 

@@ -139,12 +139,6 @@ def upgrade() -> None:
         "item_lsh_keys",
         sa.Column("key", sa.BigInteger(), nullable=False),
         sa.Column("item_id", sa.Uuid(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["item_id"],
-            ["items.id"],
-            name=op.f("fk_item_lsh_keys_item_id_items"),
-            ondelete="CASCADE",
-        ),
         sa.PrimaryKeyConstraint("key", "item_id", name=op.f("pk_item_lsh_keys")),
     )
     op.create_table(
