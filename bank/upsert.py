@@ -32,7 +32,7 @@ async def insert_ignore(
     """
     table = model_table(model)
     inserted: list[Any] = []
-    for chunk in _chunks(rows):
+    for chunk in _chunks(table, rows):
         statement = _insert(session, table).values(chunk).on_conflict_do_nothing()
         if returning is None:
             await session.execute(statement)
@@ -53,7 +53,7 @@ async def insert_or_add(
     """Insert ``rows``; where ``keys`` exist already, add the row's ``counter`` to the stored
     value."""
     table = model_table(model)
-    for chunk in _chunks(rows):
+    for chunk in _chunks(table, rows):
         statement = _insert(session, table).values(chunk)
         statement = statement.on_conflict_do_update(
             index_elements=keys,
@@ -62,10 +62,10 @@ async def insert_or_add(
         await session.execute(statement)
 
 
-def _chunks(rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def _chunks(table: Table, rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     if not rows:
         return
-    size = max(1, MAX_PARAMETERS // max(1, len(rows[0])))
+    size = max(1, MAX_PARAMETERS // len(table.columns))  # defaults are parameters too
     for start in range(0, len(rows), size):
         yield list(rows[start : start + size])
 

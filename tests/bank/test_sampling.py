@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from bank import upsert
 from bank.exposure import record_exposure
 from bank.models import Exposure, Item, OrgStratumExclusion, Sample, SampleItem, Stratum
 from bank.sampling.service import DrawnSample, draw_sample, persist_sample
@@ -249,3 +250,23 @@ async def test_retired_items_are_never_drawn_even_when_counters_lag(
         }
         assert drawn <= keep
         assert len(sample.items) + sample.shortfall["unplaced"] == 400
+
+
+async def test_exposure_of_many_families_at_once_is_recorded_in_chunks(
+    session: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements are cut so none exceeds the drivers' parameter limit; here the limit is
+    lowered so 2,400 families need 96 statements, and every family is counted once."""
+    monkeypatch.setattr(upsert, "MAX_PARAMETERS", 100)
+    org = await make_org(session)
+    ids = list((await session.execute(select(Item.id).where(Item.variant == "original"))).scalars())
+    assert await record_exposure(session, org_id=org.id, item_ids=ids) == len(ids) == 2_400
+    assert await record_exposure(session, org_id=org.id, item_ids=ids) == 0
+    total = (
+        await session.execute(
+            select(func.sum(OrgStratumExclusion.n_items)).where(
+                OrgStratumExclusion.org_id == org.id
+            )
+        )
+    ).scalar_one()
+    assert total == (await session.execute(select(func.count()).select_from(Item))).scalar_one()

@@ -193,3 +193,50 @@ def _multiple_choice_option_counts(path: Path) -> dict[str, int]:
             content_hash(record.qtype, record.question, record.options), len(record.options)
         )
     return counts
+
+
+async def test_unreadable_input_and_bad_arguments_get_clear_messages(
+    fresh_db_url: str, tmp_path: Path, run_sync: Any
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n", encoding="utf-8")
+    result = await run_sync(
+        lambda: proctor(fresh_db_url, "bank", "import", str(notes), check=False)
+    )
+    assert result.returncode == 2
+    assert "notes.txt" in result.stderr and "Traceback" not in result.stderr
+    empty = await run_sync(lambda: proctor(fresh_db_url, "admin", "create-org", " ", check=False))
+    assert empty.returncode == 1
+    assert "organisation name must be 1-200 characters" in empty.stderr
+    bad_seed = await run_sync(
+        lambda: proctor(fresh_db_url, "bank", "sample", "--org", "x", "--seed", "xyz", check=False)
+    )
+    assert bad_seed.returncode == 2 and "hexadecimal" in bad_seed.stderr
+
+
+async def test_one_seed_has_one_spelling(fresh_db_url: str, tmp_path: Path, run_sync: Any) -> None:
+    bank = write_jsonl(tmp_path / "b.jsonl", [open_record(i) for i in range(40)])
+    await run_sync(proctor, fresh_db_url, "bank", "import", str(bank))
+    await run_sync(proctor, fresh_db_url, "admin", "create-org", "acme")
+    draws = [
+        json.loads(
+            (
+                await run_sync(
+                    proctor,
+                    fresh_db_url,
+                    "bank",
+                    "sample",
+                    "--org",
+                    "acme",
+                    "--n",
+                    "10",
+                    "--seed",
+                    seed,
+                    "--json",
+                )
+            ).stdout
+        )
+        for seed in ("0xAB12", "ab12", " AB12 ")
+    ]
+    assert draws[0]["seed"] == "ab12"
+    assert draws[0]["items"] == draws[1]["items"] == draws[2]["items"]
