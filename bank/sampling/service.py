@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
@@ -232,20 +232,31 @@ async def _candidates(
     if not slots:
         return {}
     connection = await session.connection()
-    rows = await connection.execute(
-        select(Item.slot, Item.id, Item.family_id, Item.status, Exposure.family_id)
-        .outerjoin(Exposure, and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id))
-        .where(bulk.column_in(session, Item.slot, slots))
-    )
+    columns = (Item.slot, Item.id, Item.family_id, Item.status)
+    in_slots = bulk.column_in(session, Item.slot, slots)
+    if connection.dialect.name == "postgresql":
+        # One probe of the exposure key per candidate (LATERAL ... LIMIT 1): a plain join
+        # would hash every family the organisation has ever been served.
+        seen = (
+            select(Exposure.family_id)
+            .where(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
+            .limit(1)
+            .lateral()
+        )
+        query = select(*columns, seen.c.family_id).outerjoin(seen, true()).where(in_slots)
+    else:  # SQLite has no LATERAL and already probes the primary key row by row
+        on = and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
+        query = select(*columns, Exposure.family_id).outerjoin(Exposure, on).where(in_slots)
+    rows = await connection.execute(query)
     rank_mask = (1 << SLOT_RANK_BITS) - 1
     return {
         slot: Candidate(
             rank=slot & rank_mask,
             item_id=item_id,
             family_id=family_id,
-            eligible=status == "active" and exposed is None,
+            eligible=status == "active" and seen is None,
         )
-        for slot, item_id, family_id, status, exposed in rows
+        for slot, item_id, family_id, status, seen in rows
     }
 
 
