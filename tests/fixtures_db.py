@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,11 @@ async def db_engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
-@pytest.fixture
-async def db_session(db_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    """A session inside a transaction that is rolled back when the test ends."""
-    async with db_engine.connect() as connection:
+@asynccontextmanager
+async def rolled_back_session(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """A session inside a transaction that is rolled back at the end; the code under test may
+    commit, which only releases a SAVEPOINT."""
+    async with engine.connect() as connection:
         transaction = await connection.begin()
         session = AsyncSession(
             bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
@@ -110,6 +112,13 @@ async def db_session(db_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
         finally:
             await session.close()
             await transaction.rollback()
+
+
+@pytest.fixture
+async def db_session(db_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """A session inside a transaction that is rolled back when the test ends."""
+    async with rolled_back_session(db_engine) as session:
+        yield session
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import random
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from bank.strata import StratumKey
 
@@ -21,9 +22,9 @@ DENSE_SWITCH = 0.5
 """Once this share of a stratum has been drawn, shuffle the rest instead of rejecting."""
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """An item found at a drawn slot, with what decides its eligibility."""
+class Candidate(NamedTuple):
+    """An item found at a drawn slot, with what decides its eligibility (a tuple: thousands
+    are made per sample)."""
 
     rank: int
     item_id: uuid.UUID

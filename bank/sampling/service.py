@@ -14,7 +14,7 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -42,8 +42,7 @@ MIN_ACCEPTANCE = 0.05
 MAX_ROUNDS = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class SampledItem:
+class SampledItem(NamedTuple):
     """One drawn item, with the strata it was drawn from."""
 
     id: uuid.UUID

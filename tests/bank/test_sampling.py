@@ -24,7 +24,7 @@ from bank.models import Exposure, Item, OrgStratumExclusion, Sample, SampleItem,
 from bank.sampling.service import DrawnSample, draw_sample, persist_sample
 from server.database import create_engine, unit_of_work
 from tests.factories import make_bank, make_org
-from tests.fixtures_db import make_database_url
+from tests.fixtures_db import make_database_url, rolled_back_session
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +48,8 @@ async def bank_engine(
 
 @pytest.fixture
 async def session(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    async with bank_engine.connect() as connection:
-        transaction = await connection.begin()
-        async with AsyncSession(
-            bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
-        ) as s:
-            yield s
-        await transaction.rollback()
+    async with rolled_back_session(bank_engine) as s:
+        yield s
 
 
 async def _bank_counts(session: AsyncSession) -> dict[tuple[str, str, str], int]:
