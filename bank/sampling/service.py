@@ -185,7 +185,7 @@ async def _load_strata(
         )
     )
     strata: dict[StratumKey, _Stratum] = {}
-    for stratum_id, discipline, qtype, sub, n_slots, n_active, n_excluded in rows:
+    for stratum_id, discipline, qtype, sub, n_slots, n_active, n_excluded in rows.all():
         key = StratumKey(discipline, qtype, sub)
         supply = StratumSupply(key, bank=n_active, available=max(0, n_active - n_excluded))
         strata[key] = _Stratum(stratum_id, n_slots, supply, seed)
@@ -255,7 +255,7 @@ async def _candidates(
             family_id=family_id,
             eligible=status == "active" and seen is None,
         )
-        for slot, item_id, family_id, status, seen in rows
+        for slot, item_id, family_id, status, seen in rows.all()
     }
 
 
