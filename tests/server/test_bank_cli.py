@@ -13,9 +13,8 @@ import pytest
 
 from tests.factories import mc_record, open_record, write_jsonl
 from tests.fixtures_db import new_postgres_database
+from tests.paths import SHARED_DATA
 from tests.services import PostgresServer
-
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def proctor(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
@@ -22,8 +21,8 @@ from bank.formats.gaokao import (
 )
 from bank.records import RawRecord, RecordError, validate_record
 from bank.samples import sample_path
+from tests.paths import SHARED_DATA
 
-SHARED_DATA = Path(os.environ.get("PROCTOR_SHARED_DATA", "/work/shared/data"))
 FULL = SHARED_DATA / "gaokao_bench"
 needs_full_data = pytest.mark.skipif(
     not FULL.exists(), reason=f"real data set {FULL} is absent (shared data not mounted)"

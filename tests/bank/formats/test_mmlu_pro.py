@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -14,8 +13,8 @@ import pytest
 from bank.formats.mmlu_pro import NAMESPACE, drop_padding, read_mmlu_pro
 from bank.records import RecordError, validate_record
 from bank.samples import sample_path
+from tests.paths import SHARED_DATA
 
-SHARED_DATA = Path(os.environ.get("PROCTOR_SHARED_DATA", "/work/shared/data"))
 FULL = SHARED_DATA / "mmlu_pro" / "items.jsonl"
 needs_full_data = pytest.mark.skipif(
     not FULL.exists(), reason=f"real data set {FULL} is absent (shared data not mounted)"
