@@ -40,17 +40,8 @@ async def insert_rows(
         return
     columns = list(rows[0])
     json_columns = {c.name for c in table.columns if isinstance(c.type, JSON)} & set(columns)
-    raw = await connection.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
-    for start in range(0, len(rows), COPY_CHUNK):
-        records = [
-            _record(row, columns, json_columns, defaults)
-            for row in rows[start : start + COPY_CHUNK]
-        ]
-        await driver.copy_records_to_table(
-            table.name, records=records, columns=columns + list(defaults)
-        )
+    records = [_record(row, columns, json_columns, defaults) for row in rows]
+    await insert_tuples(session, model, columns + list(defaults), records)
 
 
 async def insert_tuples(

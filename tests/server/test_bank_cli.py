@@ -58,9 +58,7 @@ async def test_a_corrupted_file_is_refused_with_its_line_and_nothing_is_imported
 async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
     fresh_db_url: str, run_sync: Any
 ) -> None:
-    first = await run_sync(
-        proctor,
-        fresh_db_url,
+    import_samples = (
         "bank",
         "import",
         "--sample",
@@ -69,23 +67,9 @@ async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
         "mmlu_pro",
         "--json",
     )
-    report = json.loads(first.stdout)
+    report = json.loads((await run_sync(proctor, fresh_db_url, *import_samples)).stdout)
     assert report["originals_added"] > 0 and report["variants_added"] > 0
-    again = json.loads(
-        (
-            await run_sync(
-                proctor,
-                fresh_db_url,
-                "bank",
-                "import",
-                "--sample",
-                "gaokao_bench",
-                "--sample",
-                "mmlu_pro",
-                "--json",
-            )
-        ).stdout
-    )
+    again = json.loads((await run_sync(proctor, fresh_db_url, *import_samples)).stdout)
     assert again["items_added"] == 0
     numbers = await run_sync(stats, fresh_db_url)
     assert set(numbers) >= {
