@@ -32,8 +32,13 @@ def proctor(url: str, *args: str, check: bool = True) -> subprocess.CompletedPro
     return result
 
 
+def proctor_json(url: str, *args: str) -> Any:
+    """Run ``proctor ARGS`` (which must print JSON) and parse its stdout."""
+    return json.loads(proctor(url, *args).stdout)
+
+
 def stats(url: str) -> dict[str, Any]:
-    return dict(json.loads(proctor(url, "bank", "stats", "--json").stdout))
+    return dict(proctor_json(url, "bank", "stats", "--json"))
 
 
 async def test_a_corrupted_file_is_refused_with_its_line_and_nothing_is_imported(
@@ -67,9 +72,9 @@ async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
         "mmlu_pro",
         "--json",
     )
-    report = json.loads((await run_sync(proctor, fresh_db_url, *import_samples)).stdout)
+    report = await run_sync(proctor_json, fresh_db_url, *import_samples)
     assert report["originals_added"] > 0 and report["variants_added"] > 0
-    again = json.loads((await run_sync(proctor, fresh_db_url, *import_samples)).stdout)
+    again = await run_sync(proctor_json, fresh_db_url, *import_samples)
     assert again["items_added"] == 0
     numbers = await run_sync(stats, fresh_db_url)
     assert set(numbers) >= {
@@ -85,32 +90,24 @@ async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
     assert numbers["originals"] == report["originals_added"]
     assert sum(numbers["by_discipline"].values()) == numbers["items"]
     await run_sync(proctor, fresh_db_url, "admin", "create-org", "acme")
-    drawn = json.loads(
-        (
-            await run_sync(
-                proctor, fresh_db_url, "bank", "sample", "--org", "acme", "--n", "200", "--json"
-            )
-        ).stdout
+    drawn = await run_sync(
+        proctor_json, fresh_db_url, "bank", "sample", "--org", "acme", "--n", "200", "--json"
     )
     assert set(drawn) == {"seed", "n", "items", "shortfall"}
     assert len(drawn["items"]) == 200
     assert set(drawn["items"][0]) == {"id", "family_id", "discipline", "subdiscipline", "qtype"}
-    replay = json.loads(
-        (
-            await run_sync(
-                proctor,
-                fresh_db_url,
-                "bank",
-                "sample",
-                "--org",
-                "acme",
-                "--n",
-                "200",
-                "--seed",
-                drawn["seed"],
-                "--json",
-            )
-        ).stdout
+    replay = await run_sync(
+        proctor_json,
+        fresh_db_url,
+        "bank",
+        "sample",
+        "--org",
+        "acme",
+        "--n",
+        "200",
+        "--seed",
+        drawn["seed"],
+        "--json",
     )
     assert replay["items"] == drawn["items"]  # a dry run recorded nothing, same seed same items
     assert await run_sync(stats, fresh_db_url) == numbers
@@ -121,31 +118,23 @@ async def test_both_real_data_sets_import_with_the_right_augmentation_counts(
     postgres_server: PostgresServer, postgres_template: str, run_sync: Any
 ) -> None:
     fresh_db_url = await new_postgres_database(postgres_server, postgres_template)
-    mmlu = json.loads(
-        (
-            await run_sync(
-                proctor,
-                fresh_db_url,
-                "bank",
-                "import",
-                str(SHARED_DATA / "mmlu_pro" / "items.jsonl"),
-                "--json",
-            )
-        ).stdout
+    mmlu = await run_sync(
+        proctor_json,
+        fresh_db_url,
+        "bank",
+        "import",
+        str(SHARED_DATA / "mmlu_pro" / "items.jsonl"),
+        "--json",
     )
-    gaokao = json.loads(
-        (
-            await run_sync(
-                proctor,
-                fresh_db_url,
-                "bank",
-                "import",
-                "--format",
-                "gaokao",
-                str(SHARED_DATA / "gaokao_bench"),
-                "--json",
-            )
-        ).stdout
+    gaokao = await run_sync(
+        proctor_json,
+        fresh_db_url,
+        "bank",
+        "import",
+        "--format",
+        "gaokao",
+        str(SHARED_DATA / "gaokao_bench"),
+        "--json",
     )
     assert mmlu["records"] == 12_032
     assert gaokao["records"] == 2_811
@@ -202,22 +191,18 @@ async def test_one_seed_has_one_spelling(fresh_db_url: str, tmp_path: Path, run_
     await run_sync(proctor, fresh_db_url, "bank", "import", str(bank))
     await run_sync(proctor, fresh_db_url, "admin", "create-org", "acme")
     draws = [
-        json.loads(
-            (
-                await run_sync(
-                    proctor,
-                    fresh_db_url,
-                    "bank",
-                    "sample",
-                    "--org",
-                    "acme",
-                    "--n",
-                    "10",
-                    "--seed",
-                    seed,
-                    "--json",
-                )
-            ).stdout
+        await run_sync(
+            proctor_json,
+            fresh_db_url,
+            "bank",
+            "sample",
+            "--org",
+            "acme",
+            "--n",
+            "10",
+            "--seed",
+            seed,
+            "--json",
         )
         for seed in ("0xAB12", "ab12", " AB12 ")
     ]
