@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, MetaData, Uuid
+from sqlalchemy import JSON, DateTime, Dialect, MetaData, TypeDecorator, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase
 
@@ -27,6 +27,24 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 """JSON on SQLite, JSONB on PostgreSQL."""
 
 
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware datetime on every database: SQLite keeps no offset, so values are
+    stored in UTC and given back with ``tzinfo=UTC``."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is not None and dialect.name == "sqlite":
+            return value.astimezone(UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
 def utcnow() -> datetime:
     """Timezone-aware now, the only clock the models use."""
     return datetime.now(UTC)
@@ -38,7 +56,7 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         uuid.UUID: Uuid(as_uuid=True),
-        datetime: DateTime(timezone=True),
+        datetime: UTCDateTime(),
         dict[str, Any]: JSONType,
         list[str]: JSONType,
     }

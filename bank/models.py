@@ -97,8 +97,14 @@ class Exposure(Base):
     )
     family_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
-    """The first item of the family that was delivered."""
+    """The item of the family that was allocated (and, once delivered, seen)."""
     exposed_at: Mapped[datetime] = mapped_column(default=utcnow)
+    session_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True, index=True)
+    """The evaluation session holding the family; None for exposure recorded directly."""
+    delivered_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    """When the item was delivered; None while it is only reserved by an allocation.
+    Reserved families are excluded from sampling like delivered ones, and go back to the
+    pool (the row is deleted) if their session ends before delivering them."""
 
 
 class OrgStratumExclusion(Base):

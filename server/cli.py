@@ -6,10 +6,11 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from server.auth.service import create_api_key
 from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import upgrade
-from server.orgs.service import create_org, find_org
+from server.orgs.service import create_org, find_org, get_org
 from server.runtime import run_in_unit_of_work
 
 app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
@@ -41,6 +42,45 @@ def admin_create_org(
         return str(org.id)
 
     typer.echo(run_in_unit_of_work(work))
+
+
+@admin_app.command("create-key")
+def admin_create_key(
+    org: str = typer.Option(..., "--org", help="Organisation name."),
+    role: str = typer.Option(..., "--role", help="admin, evaluator, vendor or auditor."),
+) -> None:
+    """Create an API key and print it once (only its hash is stored)."""
+
+    async def work(session: AsyncSession) -> str:
+        owner = await get_org(session, name=org)
+        _, key = await create_api_key(session, org_id=owner.id, role=role)
+        return key
+
+    typer.echo(run_in_unit_of_work(work))
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    workers: int = typer.Option(1, min=1, help="Worker processes."),
+    log_level: str = typer.Option("warning", help="uvicorn log level."),
+) -> None:
+    """Run the HTTP API (OpenAPI at /docs). Migrates the database first."""
+    import uvicorn
+
+    url = get_settings().effective_database_url
+    upgrade(url)
+    uvicorn.run(
+        "server.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=False,
+        proxy_headers=False,
+    )
 
 
 def _redact(url: str) -> str:

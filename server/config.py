@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -28,6 +28,45 @@ class Settings(BaseSettings):
     empty means the embedded default ``sqlite+aiosqlite:///<data_dir>/proctor.db``."""
     redis_url: str | None = None
     """``redis://host:port/db``; unset means in-process stand-ins (embedded default)."""
+
+    # --- authentication (see server/auth/tokens.py) ---
+    jwt_secret: SecretStr | None = None
+    """HS256 signing secret, at least 32 bytes (``PROCTOR_JWT_SECRET``). Unset on the embedded
+    default: a random one is generated into ``<data_dir>/jwt-secret``; unset with PostgreSQL:
+    the server refuses to start."""
+    jwt_algorithm: str = "HS256"
+    """The one algorithm tokens are signed and verified with: HS256, or an asymmetric
+    RS256 / ES256 / EdDSA with the two key files below (never mixed)."""
+    jwt_private_key_file: Path | None = None
+    jwt_public_key_file: Path | None = None
+    jwt_issuer: str = "proctor"
+    jwt_audience: str = "proctor-api"
+    token_ttl_s: int = Field(900, ge=30, le=86_400)
+    """Lifetime of an access token."""
+    token_max_age_s: int = Field(3600, ge=30, le=86_400)
+    """Tokens older than this (by ``iat``) are refused whatever their ``exp`` says."""
+    token_leeway_s: int = Field(5, ge=0, le=60)
+    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``."""
+
+    # --- quotas and limits ---
+    rate_limit_per_minute: int = Field(1200, ge=1)
+    """Requests per token per minute; key exchanges per client address per minute use a
+    tenth of it."""
+    max_concurrent_sessions: int = Field(5, ge=1)
+    """Open (created or active) sessions per organisation."""
+    max_sessions_per_period: int = Field(50, ge=1)
+    session_period_s: int = Field(86_400, ge=60)
+    default_session_items: int = Field(1000, ge=1)
+    max_session_items: int = Field(5000, ge=1)
+    """Upper bound on ``n_items`` for admins and evaluators (vendors get the default)."""
+    pending_window: int = Field(1, ge=1, le=100)
+    """How many delivered-but-unanswered items a session may hold."""
+    session_deadline_s: int = Field(7 * 86_400, ge=10)
+    """Time from creation after which an unfinished session expires."""
+    lease_idle_s: float = Field(60.0, gt=0)
+    """A session driven by one token is refused to others until it has been idle this long."""
+    sweep_interval_s: float = Field(30.0, gt=0)
+    """How often the server expires sessions past their deadline."""
 
     @property
     def effective_database_url(self) -> str:

@@ -2,8 +2,20 @@
 
 from bank import models as bank_models
 from bank.database import Base
+from server.audit import models as audit_models
+from server.auth import models as auth_models
 from server.orgs import models as org_models
+from server.registry import models as registry_models
+from server.sessions import models as session_models
 
 metadata = Base.metadata
 
-__all__ = ["bank_models", "metadata", "org_models"]
+__all__ = [
+    "audit_models",
+    "auth_models",
+    "bank_models",
+    "metadata",
+    "org_models",
+    "registry_models",
+    "session_models",
+]

@@ -14,7 +14,7 @@ Contract:
   the binaries are absent and ``ServiceStartError`` (with the server log tail)
   when start-up fails or does not finish within ``READY_TIMEOUT`` seconds.
 * Servers listen on a free TCP port on 127.0.0.1 only; PostgreSQL uses ``trust``
-  authentication and fast, crash-unsafe settings (fsync=off etc.).
+  authentication and durable commits (the API refuses to start otherwise).
 * PostgreSQL refuses to run as root: when the current user is root, ``initdb``
   and ``pg_ctl`` run as the ``postgres`` system user (falling back to
   ``nobody``) via ``runuser`` (or ``setpriv``), in a temp directory owned by it.
@@ -48,9 +48,8 @@ PG_SUPERUSER = "postgres"
 _PG_TOOLS = ("initdb", "pg_ctl", "postgres")
 _PG_SETTINGS: Mapping[str, str] = {
     "listen_addresses": "'127.0.0.1'",
-    "fsync": "off",
-    "synchronous_commit": "off",
-    "full_page_writes": "off",
+    "fsync": "on",
+    "synchronous_commit": "on",
     "wal_level": "minimal",
     "max_wal_senders": "0",
     "max_connections": "100",

@@ -1,0 +1,75 @@
+"""Request dependencies: the unit of work, the authenticated principal, permissions.
+
+Use the ``Annotated`` aliases in routes: ``db: DbSession`` and
+``principal: Annotated[Principal, require(Permission.X)]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from server.api.runtime import Runtime
+from server.auth.permissions import Permission, Principal
+from server.auth.service import is_revoked, principal_from
+from server.auth.tokens import InvalidToken
+from server.errors import Forbidden, Unauthorized
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def get_db(runtime: RuntimeDep) -> AsyncIterator[AsyncSession]:
+    """One transaction per request: committed when the route returns, rolled back if it
+    raises. Scoped to the route function, so the commit happens before the response is
+    sent: an acknowledged write is a committed write."""
+    async with runtime.sessions() as session, session.begin():
+        yield session
+
+
+DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
+
+
+async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> Principal:
+    """The principal of the request's bearer token: 401 if it is missing, invalid, expired
+    or revoked; 429 past the token's rate limit; 403 if it is scoped to another session."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("a bearer token is required (POST /v1/auth/token)")
+    try:
+        claims = runtime.codec.verify(token.strip())
+    except InvalidToken:
+        raise Unauthorized("invalid or expired token") from None
+    if await is_revoked(db, claims=claims):
+        raise Unauthorized("token revoked")
+    principal = principal_from(claims)
+    request.state.principal = principal
+    await runtime.limiter.hit(f"tok:{principal.jti}")
+    if principal.session_id is not None:
+        path_session = request.path_params.get("session_id")
+        if path_session != str(principal.session_id):
+            raise Forbidden("this token is scoped to another session")
+    return principal
+
+
+def require(
+    permission: Permission,
+) -> Any:
+    """A dependency giving the authenticated principal if its role has ``permission``."""
+
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        if not principal.can(permission):
+            raise Forbidden(f"role {principal.role.value} may not do this ({permission.value})")
+        return principal
+
+    check.__name__ = f"require_{permission.name.lower()}"
+    return Depends(check)

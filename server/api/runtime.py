@@ -1,0 +1,113 @@
+"""What the running API holds: engine, Redis or its stand-in, keys, limits, audit writer.
+
+Built in the application's lifespan (``server.app``) and reached by dependencies through
+``request.app.state.runtime``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from server.audit.writer import AuditWriter
+from server.auth.tokens import (
+    HMAC_ALGORITHMS,
+    KeyConfigurationError,
+    SigningKeys,
+    TokenCodec,
+    TokenPolicy,
+)
+from server.config import Settings
+from server.database import create_engine, session_factory
+from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
+from server.sessions.limits import SessionLimits
+
+log = logging.getLogger(__name__)
+SECRET_FILE = "jwt-secret"
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    codec: TokenCodec
+    limiter: RateLimiter
+    key_exchange_limiter: RateLimiter
+    limits: SessionLimits
+    audit: AuditWriter
+    redis: Redis | None
+
+    async def close(self) -> None:
+        await self.audit.stop()
+        if self.redis is not None:
+            await self.redis.aclose()
+        await self.engine.dispose()
+
+
+def signing_keys(settings: Settings) -> SigningKeys:
+    """The configured keys; refuses to go on with anything unsafe (``KeyConfigurationError``)."""
+    algorithm = settings.jwt_algorithm
+    if algorithm not in HMAC_ALGORITHMS:
+        if settings.jwt_private_key_file is None or settings.jwt_public_key_file is None:
+            raise KeyConfigurationError(
+                f"PROCTOR_JWT_ALGORITHM={algorithm} needs PROCTOR_JWT_PRIVATE_KEY_FILE and "
+                "PROCTOR_JWT_PUBLIC_KEY_FILE"
+            )
+        return SigningKeys.asymmetric(
+            algorithm, settings.jwt_private_key_file, settings.jwt_public_key_file
+        )
+    if settings.jwt_secret is not None:
+        return SigningKeys.hmac(settings.jwt_secret.get_secret_value())
+    if not settings.is_embedded:
+        raise KeyConfigurationError("PROCTOR_JWT_SECRET is not set (required with PostgreSQL)")
+    return SigningKeys.hmac(_embedded_secret(settings.data_dir))
+
+
+def _embedded_secret(data_dir: Path) -> str:
+    """The embedded default's secret: random, created once, readable by the owner only."""
+    path = data_dir / SECRET_FILE
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(48))
+        log.info("generated a JWT secret in %s", path)
+    return path.read_text().strip()
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Everything the API needs, from ``settings`` (no I/O beyond reading key files)."""
+    codec = TokenCodec(
+        signing_keys(settings),
+        TokenPolicy(
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            ttl_s=settings.token_ttl_s,
+            max_age_s=settings.token_max_age_s,
+            leeway_s=settings.token_leeway_s,
+        ),
+    )
+    engine = (
+        create_engine(settings.effective_database_url, pool_size=20, max_overflow=20)
+        if not settings.is_embedded
+        else create_engine(settings.effective_database_url)
+    )
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    counters = RedisCounters(redis) if redis is not None else MemoryCounters()
+    per_minute = settings.rate_limit_per_minute
+    return Runtime(
+        settings=settings,
+        engine=engine,
+        sessions=session_factory(engine),
+        codec=codec,
+        limiter=RateLimiter(counters, limit=per_minute),
+        key_exchange_limiter=RateLimiter(counters, limit=max(10, per_minute // 10)),
+        limits=SessionLimits.from_settings(settings),
+        audit=AuditWriter(engine),
+        redis=redis,
+    )

@@ -1,0 +1,22 @@
+"""The audit log as the API shows it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class AuditOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    at: datetime
+    subject: str | None
+    org_id: uuid.UUID | None
+    session_id: uuid.UUID | None
+    method: str
+    route: str
+    status: int
+    client: str | None

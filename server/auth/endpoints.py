@@ -1,0 +1,61 @@
+"""``/v1/auth/token``, ``/v1/whoami`` and ``/v1/admin/tokens/revoke``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+
+from server.api.dependencies import DbSession, RuntimeDep, require
+from server.auth import service
+from server.auth.permissions import Permission, Principal
+from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
+from server.errors import InvalidInput, NotFound
+from server.sessions.models import EvalSession
+
+router = APIRouter(tags=["auth"])
+
+
+@router.post("/v1/auth/token", response_model=TokenResponse)
+async def issue_token(
+    body: TokenRequest, request: Request, runtime: RuntimeDep, db: DbSession
+) -> TokenResponse:
+    """Exchange an API key for a short-lived bearer token (optionally scoped to a session)."""
+    client = request.client.host if request.client else "unknown"
+    await runtime.key_exchange_limiter.hit(f"key:{client}")
+    token, claims = await service.exchange_api_key(
+        db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
+    )
+    if body.session_id is not None:
+        owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))
+        if owner is None or (owner != claims.org and claims.role not in ("admin", "auditor")):
+            raise NotFound(f"no session {body.session_id}")
+    return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
+
+
+@router.get("/v1/whoami", response_model=WhoAmI)
+async def whoami(principal: Annotated[Principal, require(Permission.SELF_READ)]) -> WhoAmI:
+    """Who the bearer token stands for."""
+    return WhoAmI(
+        subject=principal.subject,
+        org_id=principal.org_id,
+        role=principal.role.value,
+        session_id=principal.session_id,
+    )
+
+
+@router.post("/v1/admin/tokens/revoke", response_model=RevokeResponse)
+async def revoke(
+    body: RevokeRequest,
+    db: DbSession,
+    _: Annotated[Principal, require(Permission.TOKENS_REVOKE)],
+) -> RevokeResponse:
+    """Revoke one token (``jti``) or an API key with every token issued for it (``key_id``)."""
+    if (body.jti is None) == (body.key_id is None):
+        raise InvalidInput("give exactly one of jti and key_id")
+    if body.jti is not None:
+        return RevokeResponse(revoked=await service.revoke_token(db, jti=body.jti))
+    assert body.key_id is not None
+    await service.revoke_api_key(db, key_id=body.key_id)
+    return RevokeResponse(revoked=True)

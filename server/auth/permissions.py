@@ -1,0 +1,85 @@
+"""Roles, permissions and the principal a verified token stands for (pure, no I/O).
+
+The role → permission table below is the one place access rules are written; every route
+names the permission it needs (``server.auth.dependencies.require``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    EVALUATOR = "evaluator"
+    VENDOR = "vendor"
+    AUDITOR = "auditor"
+
+
+class Permission(StrEnum):
+    MODELS_READ = "models:read"
+    MODELS_WRITE = "models:write"
+    SESSIONS_READ = "sessions:read"
+    SESSIONS_CREATE = "sessions:create"
+    SESSIONS_SIZE = "sessions:size"
+    """Choose ``n_items`` other than the default."""
+    SESSIONS_DRIVE = "sessions:drive"
+    """Take items and submit answers."""
+    SESSIONS_ABORT = "sessions:abort"
+    SESSIONS_LIST_ALL = "sessions:list-all"
+    TOKENS_REVOKE = "tokens:revoke"
+    AUDIT_READ = "audit:read"
+    ANY_ORG = "orgs:any"
+    """Act on (or, for read-only roles, read) every organisation's data."""
+    SELF_READ = "self:read"
+
+
+_OWN_ORG_WORK = frozenset(
+    {
+        Permission.SELF_READ,
+        Permission.MODELS_READ,
+        Permission.MODELS_WRITE,
+        Permission.SESSIONS_READ,
+        Permission.SESSIONS_CREATE,
+        Permission.SESSIONS_DRIVE,
+    }
+)
+
+ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
+    Role.VENDOR: _OWN_ORG_WORK,
+    Role.EVALUATOR: _OWN_ORG_WORK | {Permission.SESSIONS_SIZE},
+    Role.AUDITOR: frozenset(
+        {
+            Permission.SELF_READ,
+            Permission.MODELS_READ,
+            Permission.SESSIONS_READ,
+            Permission.SESSIONS_LIST_ALL,
+            Permission.AUDIT_READ,
+            Permission.ANY_ORG,
+        }
+    ),
+    Role.ADMIN: frozenset(Permission),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the API key (``subject``), its organisation and role, and the token."""
+
+    subject: str
+    org_id: uuid.UUID
+    role: Role
+    jti: str
+    expires_at: datetime
+    session_id: uuid.UUID | None = None
+    """Set for a token scoped to one session: it may touch that session only."""
+
+    def can(self, permission: Permission) -> bool:
+        return permission in ROLE_PERMISSIONS[self.role]
+
+    def sees_org(self, org_id: uuid.UUID) -> bool:
+        """Whether data of ``org_id`` is visible to this principal."""
+        return org_id == self.org_id or self.can(Permission.ANY_ORG)

@@ -1,0 +1,144 @@
+"""``/v1/sessions``: create, read, take the next item, answer; admin list and abort."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
+
+from server.api.dependencies import DbSession, RuntimeDep, require
+from server.auth.permissions import Permission, Principal
+from server.sessions import service
+from server.sessions.schemas import AnswerAccepted, AnswerIn, ItemOut, SessionCreate, SessionOut
+
+router = APIRouter(tags=["sessions"])
+SessionId = Annotated[uuid.UUID, Path(description="Session id (a UUID).")]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@router.post("/v1/sessions", response_model=SessionOut, status_code=201)
+async def create_session(
+    body: SessionCreate,
+    db: DbSession,
+    runtime: RuntimeDep,
+    principal: Annotated[Principal, require(Permission.SESSIONS_CREATE)],
+) -> SessionOut:
+    """Open a session for a registered model: a fresh sample of unseen items is allocated."""
+    record = await service.create_session(
+        db,
+        principal=principal,
+        model_id=body.model_id,
+        n_items=body.n_items,
+        limits=runtime.limits,
+        now=_now(),
+    )
+    return SessionOut.of(record)
+
+
+@router.get("/v1/sessions", response_model=list[SessionOut])
+async def list_own_sessions(
+    db: DbSession,
+    principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[SessionOut]:
+    """Your organisation's sessions, newest first (every organisation's for auditors)."""
+    records = await service.list_sessions(db, principal=principal, limit=limit)
+    return [SessionOut.of(r) for r in records]
+
+
+@router.get("/v1/sessions/{session_id}", response_model=SessionOut)
+async def read_session(
+    session_id: SessionId,
+    db: DbSession,
+    principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
+) -> SessionOut:
+    """State and counts (allocated, pending, completed) of one session."""
+    return SessionOut.of(await service.get_session(db, principal=principal, session_id=session_id))
+
+
+@router.get(
+    "/v1/sessions/{session_id}/next",
+    response_model=ItemOut,
+    responses={204: {"description": "Every item has been delivered and answered."}},
+)
+async def next_item(
+    session_id: SessionId,
+    db: DbSession,
+    runtime: RuntimeDep,
+    principal: Annotated[Principal, require(Permission.SESSIONS_DRIVE)],
+) -> ItemOut | Response:
+    """The item to answer now; the same pending item again on retry; 204 when done."""
+    item = await service.next_item(
+        db, principal=principal, session_id=session_id, limits=runtime.limits, now=_now()
+    )
+    if item is None:
+        return Response(status_code=204)
+    return ItemOut(
+        position=item.position,
+        item_id=item.item_id,
+        question=item.question,
+        options=item.options,
+        qtype=item.qtype,
+        discipline=item.discipline,
+    )
+
+
+@router.post("/v1/sessions/{session_id}/answers", response_model=AnswerAccepted, status_code=201)
+async def submit_answer(
+    session_id: SessionId,
+    body: AnswerIn,
+    db: DbSession,
+    runtime: RuntimeDep,
+    principal: Annotated[Principal, require(Permission.SESSIONS_DRIVE)],
+) -> AnswerAccepted:
+    """Answer the pending item; 409 for a second answer or another item (the first stays)."""
+    accepted = await service.submit_answer(
+        db,
+        principal=principal,
+        session_id=session_id,
+        position=body.position,
+        item_id=body.item_id,
+        answer=body.answer,
+        reasoning=body.reasoning,
+        limits=runtime.limits,
+        now=_now(),
+    )
+    return AnswerAccepted(
+        session_id=accepted.session_id,
+        position=accepted.position,
+        item_id=accepted.item_id,
+        submitted_at=accepted.submitted_at,
+    )
+
+
+@router.get("/v1/admin/sessions", response_model=list[SessionOut])
+async def admin_list_sessions(
+    db: DbSession,
+    principal: Annotated[Principal, require(Permission.SESSIONS_LIST_ALL)],
+    org_id: uuid.UUID | None = None,
+    state: Annotated[
+        str | None, Query(pattern="^(created|active|answered|scored|expired|aborted)$")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[SessionOut]:
+    """Every organisation's sessions, filtered by organisation and state."""
+    records = await service.list_sessions(
+        db, principal=principal, org_id=org_id, state=state, limit=limit
+    )
+    return [SessionOut.of(r) for r in records]
+
+
+@router.post("/v1/admin/sessions/{session_id}/abort", response_model=SessionOut)
+async def admin_abort_session(
+    session_id: SessionId,
+    db: DbSession,
+    principal: Annotated[Principal, require(Permission.SESSIONS_ABORT)],
+) -> SessionOut:
+    """Abort an open session; its undelivered items go back to the pool."""
+    record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())
+    return SessionOut.of(record)

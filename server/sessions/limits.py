@@ -1,0 +1,32 @@
+"""Per-organisation and per-session quotas, read from the settings once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    max_concurrent: int = 5
+    max_per_period: int = 50
+    period_s: int = 86_400
+    default_items: int = 1000
+    max_items: int = 5000
+    pending_window: int = 1
+    deadline_s: int = 7 * 86_400
+    lease_idle_s: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SessionLimits:
+        return cls(
+            max_concurrent=settings.max_concurrent_sessions,
+            max_per_period=settings.max_sessions_per_period,
+            period_s=settings.session_period_s,
+            default_items=settings.default_session_items,
+            max_items=settings.max_session_items,
+            pending_window=settings.pending_window,
+            deadline_s=settings.session_deadline_s,
+            lease_idle_s=settings.lease_idle_s,
+        )

@@ -1,0 +1,60 @@
+"""Evaluation sessions and their answers.
+
+A session delivers its sample (``bank.models.SampleItem``, positions 0..n-1) strictly in
+order, so each item's state follows from two counters (see ``states.item_state``):
+positions below ``n_completed`` are completed, those below ``n_delivered`` pending, the
+rest allocated. Every change to the counters happens under the session row's lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bank.database import Base, utcnow
+
+
+class EvalSession(Base):
+    """One evaluation of one registered model on one freshly drawn sample."""
+
+    __tablename__ = "eval_sessions"
+    __table_args__ = (Index(None, "org_id", "state"), Index(None, "org_id", "created_at"))
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("organisations.id"))
+    model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("registered_models.id"), index=True)
+    sample_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("samples.id"))
+    mode: Mapped[str] = mapped_column(String(16), default="fixed")
+    state: Mapped[str] = mapped_column(String(16))
+    n_items: Mapped[int] = mapped_column(Integer)
+    n_delivered: Mapped[int] = mapped_column(Integer, default=0)
+    n_completed: Mapped[int] = mapped_column(Integer, default=0)
+    pending_window: Mapped[int] = mapped_column(Integer, default=1)
+    deadline_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    lease_jti: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The token that last drove the session; another token is refused while it holds it."""
+    lease_expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class Answer(Base):
+    """The one accepted answer to one position of a session (the primary key makes it one)."""
+
+    __tablename__ = "answers"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("eval_sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
+    answer: Mapped[str] = mapped_column(Text)
+    reasoning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    submitted_by: Mapped[str] = mapped_column(String(64))
+    """The ``jti`` of the token that submitted it."""
+    delivered_at: Mapped[datetime]
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)

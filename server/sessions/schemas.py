@@ -1,0 +1,82 @@
+"""Bodies of the session routes. Response models are explicit allow-lists: an item carries
+its question content only, never its answer, explanation, family, source or variant."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.sessions.models import EvalSession
+from server.sessions.service import session_counts
+
+MAX_ANSWER = 65_536
+MAX_REASONING = 262_144
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model_id: uuid.UUID
+    n_items: int | None = Field(None, ge=1, le=100_000)
+    """Admins and evaluators only; the default is the server's (1,000)."""
+
+
+class SessionOut(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    id: uuid.UUID
+    org_id: uuid.UUID
+    model_id: uuid.UUID
+    state: Literal["created", "active", "answered", "scored", "expired", "aborted"]
+    n_items: int
+    allocated: int
+    pending: int
+    completed: int
+    released: int
+    pending_window: int
+    deadline_at: datetime
+    created_at: datetime
+    ended_at: datetime | None
+
+    @classmethod
+    def of(cls, record: EvalSession) -> SessionOut:
+        fields: dict[str, Any] = {
+            "id": record.id,
+            "org_id": record.org_id,
+            "model_id": record.model_id,
+            "state": record.state,
+            "n_items": record.n_items,
+            "pending_window": record.pending_window,
+            "deadline_at": record.deadline_at,
+            "created_at": record.created_at,
+            "ended_at": record.ended_at,
+        }
+        return cls(**fields, **session_counts(record))
+
+
+class ItemOut(BaseModel):
+    position: int
+    item_id: uuid.UUID
+    question: str
+    options: list[str] | None = None
+    qtype: str
+    discipline: str
+
+
+class AnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    position: int = Field(ge=0, le=1_000_000)
+    item_id: uuid.UUID
+    answer: str = Field(max_length=MAX_ANSWER)
+    reasoning: str | None = Field(None, max_length=MAX_REASONING)
+
+
+class AnswerAccepted(BaseModel):
+    session_id: uuid.UUID
+    position: int
+    item_id: uuid.UUID
+    submitted_at: datetime

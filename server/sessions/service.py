@@ -1,0 +1,406 @@
+"""Sessions: creation under quotas, strictly ordered delivery, answers, abort and expiry.
+
+Every function that changes a session first takes its row lock with one conditional
+UPDATE that also takes the lease (``_drive``): two requests on one session therefore run
+one after the other, and a second client is refused while the lease is held by another
+token. Services flush; the request's unit of work commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.exposure import mark_delivered, record_exposure, release_undelivered
+from bank.locks import lock
+from bank.models import Exposure, Item, SampleItem
+from bank.sampling.service import allocate_sample
+from server.auth.permissions import Permission, Principal
+from server.errors import (
+    AlreadyAnswered,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    NotPending,
+    QuotaExhausted,
+    SessionClosed,
+    SessionInUse,
+    TooManyRequests,
+)
+from server.registry.service import get_model
+from server.sessions.limits import SessionLimits
+from server.sessions.models import Answer, EvalSession
+from server.sessions.states import (
+    OPEN_STATES,
+    ItemState,
+    SessionState,
+    item_state,
+    require_item_transition,
+    require_session_transition,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredItem:
+    """What a client may see of an item: question content only."""
+
+    position: int
+    item_id: uuid.UUID
+    question: str
+    options: list[str] | None
+    qtype: str
+    discipline: str
+
+
+async def create_session(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    model_id: uuid.UUID,
+    n_items: int | None,
+    limits: SessionLimits,
+    now: datetime,
+) -> EvalSession:
+    """Allocate a fresh sample for ``model_id``'s organisation and open a session on it.
+
+    Refuses (403) a non-default ``n_items`` from roles that may not size sessions, (409) more
+    open sessions than ``limits.max_concurrent``, and (429) more sessions per period."""
+    if n_items is not None and n_items != limits.default_items:
+        if not principal.can(Permission.SESSIONS_SIZE):
+            raise Forbidden("only admins and evaluators may choose n_items")
+        if not 1 <= n_items <= limits.max_items:
+            raise InvalidInput(f"n_items must be between 1 and {limits.max_items}, got {n_items}")
+    n = n_items or limits.default_items
+    model = await get_model(db, principal=principal, model_id=model_id)
+    org_id = model.org_id
+    # One organisation's sessions are created one at a time, so the quota checks and the
+    # sample (which must avoid families other open sessions hold) see a settled state.
+    await lock(db, f"bank:sample:{org_id}")
+    await expire_overdue(db, now=now, org_id=org_id)
+    await _check_org_quotas(db, org_id=org_id, limits=limits, now=now)
+    sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
+    if not drawn.items:
+        raise Conflict("the bank has no items left that this organisation has not seen")
+    record = EvalSession(
+        org_id=org_id,
+        model_id=model.id,
+        sample_id=sample.id,
+        state=SessionState.CREATED.value,
+        n_items=len(drawn.items),
+        n_delivered=0,
+        n_completed=0,
+        pending_window=limits.pending_window,
+        deadline_at=now + timedelta(seconds=limits.deadline_s),
+        created_by=principal.subject,
+        created_at=now,
+    )
+    db.add(record)
+    await db.flush()
+    await record_exposure(
+        db,
+        org_id=org_id,
+        item_ids=[i.id for i in drawn.items],
+        session_id=record.id,
+        delivered=False,
+    )
+    return record
+
+
+async def _check_org_quotas(
+    db: AsyncSession, *, org_id: uuid.UUID, limits: SessionLimits, now: datetime
+) -> None:
+    n_open = await db.scalar(
+        select(func.count()).where(
+            EvalSession.org_id == org_id, EvalSession.state.in_([s.value for s in OPEN_STATES])
+        )
+    )
+    if (n_open or 0) >= limits.max_concurrent:
+        raise QuotaExhausted(
+            f"quota exhausted: the organisation has {n_open} open sessions "
+            f"(at most {limits.max_concurrent}); finish or abort one first"
+        )
+    since = now - timedelta(seconds=limits.period_s)
+    recent = (
+        await db.execute(
+            select(func.count(), func.min(EvalSession.created_at)).where(
+                EvalSession.org_id == org_id, EvalSession.created_at > since
+            )
+        )
+    ).one()
+    if recent[0] >= limits.max_per_period:
+        retry = (recent[1] + timedelta(seconds=limits.period_s) - now).total_seconds()
+        raise TooManyRequests(
+            f"quota exhausted: {recent[0]} sessions in the last {limits.period_s} s "
+            f"(at most {limits.max_per_period})",
+            retry_after=int(retry) + 1,
+        )
+
+
+async def get_session(
+    db: AsyncSession, *, principal: Principal, session_id: uuid.UUID
+) -> EvalSession:
+    """The session if ``principal`` may see it; otherwise ``NotFound`` (revealing nothing)."""
+    record = await db.get(EvalSession, session_id)
+    if record is None or not principal.sees_org(record.org_id):
+        raise NotFound(f"no session {session_id}")
+    return record
+
+
+def session_counts(record: EvalSession) -> dict[str, int]:
+    """How many items are allocated (not yet delivered), pending and completed."""
+    undelivered = record.n_items - record.n_delivered
+    released = SessionState(record.state) in {SessionState.EXPIRED, SessionState.ABORTED}
+    return {
+        "allocated": 0 if released else undelivered,
+        "pending": record.n_delivered - record.n_completed,
+        "completed": record.n_completed,
+        "released": undelivered if released else 0,
+    }
+
+
+async def _drive(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    session_id: uuid.UUID,
+    limits: SessionLimits,
+    now: datetime,
+) -> EvalSession:
+    """Lock session ``session_id`` and take (or renew) its lease for ``principal``'s token.
+
+    One atomic conditional UPDATE: it succeeds only if nobody holds the lease, this token
+    holds it, or the holder has been idle longer than ``limits.lease_idle_s``."""
+    conditions: list[Any] = [EvalSession.id == session_id]
+    if not principal.can(Permission.ANY_ORG):
+        conditions.append(EvalSession.org_id == principal.org_id)
+    free = or_(
+        EvalSession.lease_jti.is_(None),
+        EvalSession.lease_jti == principal.jti,
+        EvalSession.lease_expires_at < now,
+    )
+    statement = (
+        update(EvalSession)
+        .where(and_(*conditions), free)
+        .values(
+            lease_jti=principal.jti, lease_expires_at=now + timedelta(seconds=limits.lease_idle_s)
+        )
+        .returning(EvalSession)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    record = (await db.execute(statement)).scalar_one_or_none()
+    if record is not None:
+        return record
+    held = await get_session(db, principal=principal, session_id=session_id)
+    wait = (held.lease_expires_at - now).total_seconds() if held.lease_expires_at else 0
+    raise SessionInUse(
+        f"session in use: another client is driving session {session_id}; "
+        f"it becomes free after {max(1, int(wait) + 1)} s without activity"
+    )
+
+
+def _require_open(record: EvalSession, now: datetime) -> None:
+    if record.state not in {s.value for s in OPEN_STATES}:
+        raise SessionClosed(f"session {record.id} is {record.state}")
+    if record.deadline_at <= now:
+        raise SessionClosed(f"session {record.id} passed its deadline and is expiring")
+
+
+async def next_item(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    session_id: uuid.UUID,
+    limits: SessionLimits,
+    now: datetime,
+) -> DeliveredItem | None:
+    """The item to work on: the oldest pending one if the pending window is full (a retry
+    gets the same item), else the next allocated one, which becomes pending and is recorded
+    as exposed. None when every item has been delivered and answered."""
+    record = await _drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
+    if record.state in {SessionState.ANSWERED.value, SessionState.SCORED.value}:
+        return None
+    _require_open(record, now)
+    pending = record.n_delivered - record.n_completed
+    if pending >= record.pending_window or record.n_delivered >= record.n_items:
+        return await _load_item(db, record=record, position=record.n_completed) if pending else None
+    position = record.n_delivered
+    require_item_transition(_state_of(record, position), ItemState.PENDING)
+    if record.state == SessionState.CREATED.value:
+        require_session_transition(record.state, SessionState.ACTIVE)
+        record.state = SessionState.ACTIVE.value
+    record.n_delivered = position + 1
+    item = await _load_item(db, record=record, position=position)
+    family_id = await db.scalar(
+        select(SampleItem.family_id).where(
+            SampleItem.sample_id == record.sample_id, SampleItem.position == position
+        )
+    )
+    if family_id is None or not await mark_delivered(db, org_id=record.org_id, family_id=family_id):
+        raise Conflict(f"item at position {position} is not reserved for this session")
+    await db.flush()
+    return item
+
+
+async def _load_item(db: AsyncSession, *, record: EvalSession, position: int) -> DeliveredItem:
+    row = (
+        await db.execute(
+            select(Item.id, Item.question, Item.options, Item.qtype, Item.discipline)
+            .join(SampleItem, SampleItem.item_id == Item.id)
+            .where(SampleItem.sample_id == record.sample_id, SampleItem.position == position)
+        )
+    ).one()
+    return DeliveredItem(
+        position=position,
+        item_id=row.id,
+        question=row.question,
+        options=row.options,
+        qtype=row.qtype,
+        discipline=row.discipline,
+    )
+
+
+def _state_of(record: EvalSession, position: int) -> ItemState:
+    return item_state(
+        position,
+        n_delivered=record.n_delivered,
+        n_completed=record.n_completed,
+        session_state=record.state,
+    )
+
+
+async def submit_answer(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    session_id: uuid.UUID,
+    position: int,
+    item_id: uuid.UUID,
+    answer: str,
+    reasoning: str | None,
+    limits: SessionLimits,
+    now: datetime,
+) -> Answer:
+    """Accept the answer to the pending item at ``position``; the first answer stands.
+
+    ``AlreadyAnswered`` (409) for a position answered before, ``NotPending`` (409) for any
+    other item than the oldest pending one."""
+    record = await _drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
+    state = _state_of(record, position) if position >= 0 else None
+    if state is ItemState.COMPLETED:
+        raise AlreadyAnswered(f"position {position} was answered already; the first answer stands")
+    _require_open(record, now)
+    if state is not ItemState.PENDING or position != record.n_completed:
+        raise NotPending(
+            f"position {position} is not the pending item (expected position {record.n_completed}"
+            + (")" if record.n_delivered > record.n_completed else "; call next first)")
+        )
+    row = (
+        await db.execute(
+            select(SampleItem.item_id, Exposure.delivered_at)
+            .join(
+                Exposure,
+                and_(Exposure.org_id == record.org_id, Exposure.family_id == SampleItem.family_id),
+            )
+            .where(SampleItem.sample_id == record.sample_id, SampleItem.position == position)
+        )
+    ).one()
+    if row.item_id != item_id:
+        raise NotPending(f"item {item_id} is not the item at position {position}")
+    require_item_transition(state, ItemState.COMPLETED)
+    accepted = Answer(
+        session_id=record.id,
+        position=position,
+        item_id=item_id,
+        answer=answer,
+        reasoning=reasoning,
+        submitted_by=principal.jti,
+        delivered_at=row.delivered_at or now,
+        submitted_at=now,
+    )
+    db.add(accepted)
+    record.n_completed = position + 1
+    if record.n_completed == record.n_items:
+        require_session_transition(record.state, SessionState.ANSWERED)
+        record.state = SessionState.ANSWERED.value
+        record.ended_at = now
+    await db.flush()
+    return accepted
+
+
+async def end_session(
+    db: AsyncSession, *, record: EvalSession, target: SessionState, now: datetime
+) -> int:
+    """Move ``record`` to ``target`` (expired or aborted), returning its never-delivered
+    items to the pool; returns how many families were released."""
+    require_session_transition(record.state, target)
+    record.state = target.value
+    record.ended_at = now
+    record.lease_jti = None
+    record.lease_expires_at = None
+    await db.flush()
+    return await release_undelivered(db, org_id=record.org_id, session_id=record.id)
+
+
+async def abort_session(
+    db: AsyncSession, *, principal: Principal, session_id: uuid.UUID, now: datetime
+) -> EvalSession:
+    """Abort an open session (row locked first); ``SessionClosed`` if it already ended."""
+    record = await get_session(db, principal=principal, session_id=session_id)
+    locked = (
+        await db.execute(
+            select(EvalSession)
+            .where(EvalSession.id == record.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one()
+    if locked.state not in {s.value for s in OPEN_STATES}:
+        raise SessionClosed(f"session {session_id} is {locked.state}")
+    await end_session(db, record=locked, target=SessionState.ABORTED, now=now)
+    return locked
+
+
+async def expire_overdue(
+    db: AsyncSession, *, now: datetime, org_id: uuid.UUID | None = None
+) -> int:
+    """Expire every open session past its deadline (of ``org_id``, or of everyone); returns
+    how many. Rows another transaction holds are skipped and left for the next sweep."""
+    statement = (
+        select(EvalSession)
+        .where(
+            EvalSession.state.in_([s.value for s in OPEN_STATES]), EvalSession.deadline_at <= now
+        )
+        .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
+    )
+    if org_id is not None:
+        statement = statement.where(EvalSession.org_id == org_id)
+    overdue = (await db.execute(statement)).scalars().all()
+    for record in overdue:
+        await end_session(db, record=record, target=SessionState.EXPIRED, now=now)
+    return len(overdue)
+
+
+async def list_sessions(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    org_id: uuid.UUID | None = None,
+    state: str | None = None,
+    limit: int = 100,
+) -> list[EvalSession]:
+    """Sessions visible to ``principal``, newest first."""
+    statement = select(EvalSession).order_by(EvalSession.created_at.desc()).limit(limit)
+    if not principal.can(Permission.ANY_ORG):
+        statement = statement.where(EvalSession.org_id == principal.org_id)
+    elif org_id is not None:
+        statement = statement.where(EvalSession.org_id == org_id)
+    if state is not None:
+        statement = statement.where(EvalSession.state == state)
+    return list((await db.execute(statement)).scalars().all())

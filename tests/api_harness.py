@@ -1,0 +1,201 @@
+"""A running Proctor API for tests: the real app, lifespan included, on a real database.
+
+``running_api`` starts the app (engine, audit writer, sweeper) on ``db_url`` and gives an
+``httpx.AsyncClient`` talking to it in process through ASGI. ``seed_world`` fills the
+database with a small bank, two organisations and an API key per role, so a test can log
+in as anyone. ``live_server`` runs ``proctor serve`` as a real process for crash tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from server.app import create_app
+from server.auth.service import create_api_key
+from server.config import Settings
+from server.database import create_engine, unit_of_work
+from server.registry.models import RegisteredModel
+from tests.factories import make_bank, make_org
+
+JWT_SECRET = "test-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
+ROLES = ("admin", "evaluator", "vendor", "auditor")
+
+
+def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -> Settings:
+    """Settings for a test server on ``db_url`` with a fixed strong secret."""
+    values: dict[str, Any] = {
+        "database_url": db_url,
+        "redis_url": redis_url,
+        "jwt_secret": JWT_SECRET,
+        "rate_limit_per_minute": 100_000,
+        "max_concurrent_sessions": 50,
+        "max_sessions_per_period": 1000,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@asynccontextmanager
+async def running_api(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The app with its lifespan running, and a client bound to it."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://proctor.test") as client:
+            yield app, client
+
+
+@dataclass
+class Org:
+    id: uuid.UUID
+    name: str
+    keys: dict[str, str] = field(default_factory=dict)
+    model_id: uuid.UUID | None = None
+
+
+@dataclass
+class World:
+    a: Org
+    b: Org
+
+
+async def seed_world(db_url: str, *, per_cell: int = 6, augment: bool = True) -> World:
+    """A bank (3 disciplines × 2 types × 2 subdisciplines × ``per_cell``, augmented), two
+    organisations with a key per role and one registered model each."""
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            await make_bank(
+                db,
+                disciplines=3,
+                qtypes=["multiple_choice", "short_answer"],
+                subdisciplines=2,
+                per_cell=per_cell,
+                augment=augment,
+            )
+        orgs = []
+        async with unit_of_work(engine) as db:
+            for name in ("org-a", "org-b"):
+                org = await make_org(db, name)
+                record = Org(org.id, name)
+                for role in ROLES:
+                    _, record.keys[role] = await create_api_key(db, org_id=org.id, role=role)
+                model = RegisteredModel(org_id=org.id, name=f"model-{name}", api_snapshot="v1")
+                db.add(model)
+                await db.flush()
+                record.model_id = model.id
+                orgs.append(record)
+        return World(*orgs)
+    finally:
+        await engine.dispose()
+
+
+async def login(client: httpx.AsyncClient, key: str, session_id: uuid.UUID | str | None = None) -> dict[str, str]:
+    """Authorization headers for a fresh token of ``key``."""
+    body: dict[str, Any] = {"api_key": key}
+    if session_id is not None:
+        body["session_id"] = str(session_id)
+    response = await client.post("/v1/auth/token", json=body)
+    assert response.status_code == 200, response.text
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
+
+
+async def open_session(
+    client: httpx.AsyncClient, headers: dict[str, str], model_id: uuid.UUID, n_items: int | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"model_id": str(model_id)}
+    if n_items is not None:
+        body["n_items"] = n_items
+    response = await client.post("/v1/sessions", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class LiveServer:
+    """A ``proctor serve`` process; ``kill()`` sends SIGKILL, ``start()`` starts it again."""
+
+    env: dict[str, str]
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "server", "serve", "--port", str(self.port)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"proctor serve exited: {self.log.read_text()[-2000:]}")
+            try:
+                httpx.get(self.url + "/openapi.json", timeout=1.0)
+                return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError(f"proctor serve did not start: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextmanager
+def live_server(settings_env: dict[str, str], workdir: Path) -> Iterator[LiveServer]:
+    """``proctor serve`` on a free port with ``PROCTOR_*`` variables ``settings_env``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env.update(settings_env)
+    server = LiveServer(env=env, port=free_port(), log=workdir / "serve.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.05)
