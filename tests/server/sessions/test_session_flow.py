@@ -57,9 +57,13 @@ async def test_answer_for_another_item_is_refused(
     assert refused.status_code == 409 and "call next first" in refused.json()["detail"]
     item = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
     wrong = {"position": item["position"], "item_id": str(uuid.uuid4()), "answer": "A"}
-    assert (await client.post(f"/v1/sessions/{sid}/answers", json=wrong, headers=headers)).status_code == 409
+    assert (
+        await client.post(f"/v1/sessions/{sid}/answers", json=wrong, headers=headers)
+    ).status_code == 409
     skip = {"position": 1, "item_id": item["item_id"], "answer": "A"}
-    assert (await client.post(f"/v1/sessions/{sid}/answers", json=skip, headers=headers)).status_code == 409
+    assert (
+        await client.post(f"/v1/sessions/{sid}/answers", json=skip, headers=headers)
+    ).status_code == 409
     malformed = await client.post(
         f"/v1/sessions/{sid}/answers", json={"position": "x"}, headers=headers
     )
