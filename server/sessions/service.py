@@ -228,34 +228,42 @@ async def next_item(
     _require_open(record, now)
     pending = record.n_delivered - record.n_completed
     if pending >= record.pending_window or record.n_delivered >= record.n_items:
-        return await _load_item(db, record=record, position=record.n_completed) if pending else None
+        if not pending:
+            return None
+        item, _ = await _load_item(db, record=record, position=record.n_completed)
+        return item
     position = record.n_delivered
     require_item_transition(_state_of(record, position), ItemState.PENDING)
     if record.state == SessionState.CREATED.value:
         require_session_transition(record.state, SessionState.ACTIVE)
         record.state = SessionState.ACTIVE.value
     record.n_delivered = position + 1
-    item = await _load_item(db, record=record, position=position)
-    family_id = await db.scalar(
-        select(SampleItem.family_id).where(
-            SampleItem.sample_id == record.sample_id, SampleItem.position == position
-        )
-    )
-    if family_id is None or not await mark_delivered(db, org_id=record.org_id, family_id=family_id):
+    item, family_id = await _load_item(db, record=record, position=position)
+    if not await mark_delivered(db, org_id=record.org_id, family_id=family_id):
         raise Conflict(f"item at position {position} is not reserved for this session")
     await db.flush()
     return item
 
 
-async def _load_item(db: AsyncSession, *, record: EvalSession, position: int) -> DeliveredItem:
+async def _load_item(
+    db: AsyncSession, *, record: EvalSession, position: int
+) -> tuple[DeliveredItem, uuid.UUID]:
+    """The client's view of the item at ``position``, and its family."""
     row = (
         await db.execute(
-            select(Item.id, Item.question, Item.options, Item.qtype, Item.discipline)
+            select(
+                Item.id,
+                Item.question,
+                Item.options,
+                Item.qtype,
+                Item.discipline,
+                SampleItem.family_id,
+            )
             .join(SampleItem, SampleItem.item_id == Item.id)
             .where(SampleItem.sample_id == record.sample_id, SampleItem.position == position)
         )
     ).one()
-    return DeliveredItem(
+    item = DeliveredItem(
         position=position,
         item_id=row.id,
         question=row.question,
@@ -263,6 +271,7 @@ async def _load_item(db: AsyncSession, *, record: EvalSession, position: int) ->
         qtype=row.qtype,
         discipline=row.discipline,
     )
+    return item, row.family_id
 
 
 def _state_of(record: EvalSession, position: int) -> ItemState:
