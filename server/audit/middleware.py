@@ -19,6 +19,7 @@ from server.audit.writer import AuditWriter
 
 log = logging.getLogger(__name__)
 MAX_ROUTE = 200
+UNMATCHED = "<unmatched>"
 
 
 class AuditMiddleware:
@@ -55,8 +56,8 @@ class AuditMiddleware:
 def audit_row(scope: Scope, status: int) -> dict[str, Any]:
     """The audit row of a request: what the principal, the route and the client were."""
     principal = scope.get("state", {}).get("principal")
-    route = scope.get("route")
-    template = getattr(route, "path", None) or scope.get("path", "")
+    # The route template, never the raw path: a mistyped URL could carry anything.
+    template = getattr(scope.get("route"), "path", None) or UNMATCHED
     session_id = _as_uuid(scope.get("path_params", {}).get("session_id"))
     client = scope.get("client")
     return {

@@ -1,0 +1,275 @@
+"""Every route of the app against an independently written access table.
+
+The table ``INTENDED`` below is written by hand from the product rules, not derived from
+``ROLE_PERMISSIONS``: a route added without an entry fails ``test_every_route_is_in_the_table``,
+and a route whose guard disagrees with the table fails ``test_route_role_matrix``, which
+calls every route with a token of every role of organisation A (and with none).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.api_harness import ROLES, World, login, open_session
+
+PUBLIC = "public"
+ALL = frozenset(ROLES)
+WRITERS = frozenset({"admin", "evaluator", "vendor"})
+ADMIN = frozenset({"admin"})
+OVERSIGHT = frozenset({"admin", "auditor"})
+
+DOC_ROUTES = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+
+INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
+    # the interactive documentation and schema are intentionally public
+    **{(method, path): PUBLIC for path in DOC_ROUTES for method in ("GET", "HEAD")},
+    # exchanging an API key for a token needs no token
+    ("POST", "/v1/auth/token"): PUBLIC,
+    ("GET", "/v1/whoami"): ALL,
+    ("POST", "/v1/admin/tokens/revoke"): ADMIN,
+    ("POST", "/v1/models"): WRITERS,
+    ("GET", "/v1/models"): ALL,
+    ("GET", "/v1/models/{model_id}"): ALL,
+    ("POST", "/v1/sessions"): WRITERS,
+    ("GET", "/v1/sessions"): ALL,
+    ("GET", "/v1/sessions/{session_id}"): ALL,
+    ("GET", "/v1/sessions/{session_id}/next"): WRITERS,
+    ("POST", "/v1/sessions/{session_id}/answers"): WRITERS,
+    ("GET", "/v1/admin/sessions"): OVERSIGHT,
+    ("POST", "/v1/admin/sessions/{session_id}/abort"): ADMIN,
+    ("GET", "/v1/admin/audit"): OVERSIGHT,
+}
+
+
+def flatten(routes: list[Any]) -> Iterator[Any]:
+    """Every leaf route, descending into FastAPI's included-router wrappers."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from flatten(list(inner.routes))
+        else:
+            yield route
+
+
+def app_routes(app: FastAPI) -> set[tuple[str, str]]:
+    return {(method, route.path) for route in flatten(list(app.routes)) for method in route.methods}
+
+
+def test_every_route_is_in_the_table() -> None:
+    from server.app import create_app
+    from tests.api_harness import test_settings
+
+    app = create_app(test_settings("sqlite+aiosqlite:///unused.db"))
+    routes = app_routes(app)
+    missing = sorted(routes - INTENDED.keys())
+    stale = sorted(INTENDED.keys() - routes)
+    assert not missing, f"routes without an entry in INTENDED: {missing}"
+    assert not stale, f"INTENDED names routes the app does not have: {stale}"
+
+
+def test_openapi_lists_exactly_the_api_routes() -> None:
+    from server.app import create_app
+    from tests.api_harness import test_settings
+
+    app = create_app(test_settings("sqlite+aiosqlite:///unused.db"))
+    schema = app.openapi()
+    documented = {
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method in operations
+        if method.upper() in {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
+    }
+    api = {(m, p) for (m, p) in app_routes(app) if p not in DOC_ROUTES}
+    assert api - documented == set(), "routes missing from the OpenAPI schema"
+    assert documented - api == set(), "the OpenAPI schema lists routes the app lacks"
+    for (method, path), allowed in INTENDED.items():
+        if allowed != PUBLIC:
+            assert method.lower() in schema["paths"][path], (method, path)
+
+
+@dataclass
+class Call:
+    url: str
+    json: Any = None
+
+
+@dataclass
+class Matrix:
+    client: httpx.AsyncClient
+    world: World
+    headers: dict[str, dict[str, str]]
+    shared_session: str
+    opened: list[str]
+
+    async def fresh_session(self) -> str:
+        """A new 3-item session of org A opened by an evaluator (closed after use)."""
+        sid = str(
+            (await open_session(self.client, self.headers["evaluator"], self.world.a.model_id, 3))[
+                "id"
+            ]
+        )
+        self.opened.append(sid)
+        return sid
+
+    async def close_opened(self) -> None:
+        """Abort what the matrix opened, so its items go back to org A's pool."""
+        while self.opened:
+            sid = self.opened.pop()
+            await self.client.post(f"/v1/admin/sessions/{sid}/abort", headers=self.headers["admin"])
+
+
+Prepare = Callable[[Matrix, str | None], Awaitable[Call]]
+
+
+async def _static(url: str, json: Any = None) -> Call:
+    return Call(url, json)
+
+
+def static(url: str, json: Any = None) -> Prepare:
+    return lambda m, role: _static(url, json)
+
+
+async def _token(m: Matrix, role: str | None) -> Call:
+    return Call("/v1/auth/token", {"api_key": m.world.a.keys[role or "vendor"]})
+
+
+async def _model(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/models/{m.world.a.model_id}")
+
+
+async def _register(m: Matrix, role: str | None) -> Call:
+    return Call("/v1/models", {"name": f"matrix-{uuid.uuid4().hex[:8]}", "api_snapshot": "v1"})
+
+
+async def _create(m: Matrix, role: str | None) -> Call:
+    # no n_items: vendors may not choose it, and the table says vendors may create
+    return Call("/v1/sessions", {"model_id": str(m.world.a.model_id)})
+
+
+async def _read(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/sessions/{m.shared_session}")
+
+
+async def _next(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/sessions/{await m.fresh_session()}/next")
+
+
+async def _answer(m: Matrix, role: str | None) -> Call:
+    sid = await m.fresh_session()
+    body = {"position": 0, "item_id": str(uuid.uuid4()), "answer": "A"}
+    if role is not None and role in WRITERS:
+        # the caller takes the item itself (the lease is per token), then answers it
+        got = await m.client.get(f"/v1/sessions/{sid}/next", headers=m.headers[role])
+        assert got.status_code == 200, got.text
+        body = {"position": 0, "item_id": got.json()["item_id"], "answer": "A"}
+    return Call(f"/v1/sessions/{sid}/answers", body)
+
+
+async def _abort(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/admin/sessions/{await m.fresh_session()}/abort")
+
+
+PREPARE: dict[tuple[str, str], Prepare] = {
+    **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
+    ("POST", "/v1/auth/token"): _token,
+    ("GET", "/v1/whoami"): static("/v1/whoami"),
+    ("POST", "/v1/admin/tokens/revoke"): static(
+        "/v1/admin/tokens/revoke", {"jti": uuid.uuid4().hex}
+    ),
+    ("POST", "/v1/models"): _register,
+    ("GET", "/v1/models"): static("/v1/models"),
+    ("GET", "/v1/models/{model_id}"): _model,
+    ("POST", "/v1/sessions"): _create,
+    ("GET", "/v1/sessions"): static("/v1/sessions"),
+    ("GET", "/v1/sessions/{session_id}"): _read,
+    ("GET", "/v1/sessions/{session_id}/next"): _next,
+    ("POST", "/v1/sessions/{session_id}/answers"): _answer,
+    ("GET", "/v1/admin/sessions"): static("/v1/admin/sessions"),
+    ("POST", "/v1/admin/sessions/{session_id}/abort"): _abort,
+    ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
+}
+
+
+def test_every_table_entry_can_be_exercised() -> None:
+    assert PREPARE.keys() == INTENDED.keys()
+
+
+def classify(allowed: frozenset[str] | str, caller: str | None, status: int) -> str | None:
+    """Why ``status`` is wrong for ``caller`` (None: anonymous), or None if it is right."""
+    if status >= 500:
+        return "server error"
+    if allowed == PUBLIC:
+        return "public route refused" if status in (401, 403) else None
+    if caller is None:
+        return None if status == 401 else "anonymous not refused with 401"
+    if caller in allowed:
+        return "allowed role refused" if status in (401, 403) else None
+    return None if status == 403 else "forbidden role not refused with 403"
+
+
+async def test_route_role_matrix(api: tuple[httpx.AsyncClient, World, FastAPI]) -> None:
+    client, world, app = api
+    routes = app_routes(app)
+    assert routes == INTENDED.keys()
+    headers = {role: await login(client, world.a.keys[role]) for role in ROLES}
+    assert world.a.model_id is not None
+    shared = str((await open_session(client, headers["evaluator"], world.a.model_id, 3))["id"])
+    matrix = Matrix(client, world, headers, shared, [])
+    mismatches: list[str] = []
+    unexercised: list[str] = []
+    requests = 0
+    for method, path in sorted(INTENDED):
+        allowed = INTENDED[(method, path)]
+        for caller in (None, *ROLES):
+            call = await PREPARE[(method, path)](matrix, caller)
+            response = await client.request(
+                method,
+                call.url,
+                json=call.json,
+                headers=headers[caller] if caller is not None else {},
+            )
+            requests += 1
+            problem = classify(allowed, caller, response.status_code)
+            if problem is not None:
+                mismatches.append(
+                    f"{method} {path} as {caller or 'anonymous'}: {response.status_code} "
+                    f"({problem}) {response.text[:200]}"
+                )
+            permitted = allowed == PUBLIC or (caller is not None and caller in allowed)
+            if permitted and not 200 <= response.status_code < 300:
+                # not a permission failure, but then the call did not really exercise the route
+                unexercised.append(f"{method} {path} as {caller}: {response.status_code}")
+            if (method, path) == ("POST", "/v1/sessions") and response.status_code == 201:
+                matrix.opened.append(response.json()["id"])
+            await matrix.close_opened()
+    print(f"\nroute matrix: {len(INTENDED)} routes covered, {requests} requests made")
+    assert requests == len(INTENDED) * (len(ROLES) + 1)
+    assert mismatches == []
+    assert unexercised == []
+
+
+@pytest.mark.parametrize(
+    ("allowed", "caller", "status", "wrong"),
+    [
+        (ALL, None, 401, False),
+        (ALL, None, 403, True),
+        (ADMIN, "vendor", 403, False),
+        (ADMIN, "vendor", 404, True),
+        (ADMIN, "admin", 200, False),
+        (ADMIN, "admin", 403, True),
+        (ADMIN, "admin", 500, True),
+        (PUBLIC, None, 200, False),
+        (PUBLIC, None, 401, True),
+    ],
+)
+def test_classify(
+    allowed: frozenset[str] | str, caller: str | None, status: int, wrong: bool
+) -> None:
+    assert (classify(allowed, caller, status) is not None) is wrong
