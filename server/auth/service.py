@@ -56,14 +56,15 @@ async def exchange_api_key(
 
 
 async def is_revoked(session: AsyncSession, *, claims: TokenClaims) -> bool:
-    """Whether the token, or the API key it was issued for, has been revoked (one query)."""
-    token_revoked = exists().where(RevokedToken.jti == claims.jti)
+    """Whether the token was revoked, or the API key it was issued for was revoked or no
+    longer exists (one query)."""
     try:
         key_id = uuid.UUID(claims.sub)
     except ValueError:
         return True
-    key_revoked = exists().where(ApiKey.id == key_id, ApiKey.revoked_at.is_not(None))
-    return bool(await session.scalar(select(or_(token_revoked, key_revoked))))
+    token_revoked = exists().where(RevokedToken.jti == claims.jti)
+    key_live = exists().where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+    return bool(await session.scalar(select(or_(token_revoked, ~key_live))))
 
 
 async def revoke_token(
