@@ -46,7 +46,7 @@ def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -
         "max_sessions_per_period": 1000,
     }
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name

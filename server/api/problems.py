@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.errors import ProctorError, TooManyRequests
@@ -72,6 +73,24 @@ async def http_error(request: Request, error: Exception) -> JSONResponse:
     )
 
 
+async def database_error(request: Request, error: Exception) -> JSONResponse:
+    """503 + Retry-After while the database is unreachable (the client retries; nothing it
+    did not see acknowledged was kept half-way); any other database error is a 500."""
+    unreachable = isinstance(error, (OperationalError, InterfaceError, OSError)) or (
+        isinstance(error, DBAPIError) and error.connection_invalidated
+    )
+    if not unreachable:
+        return await unexpected_error(request, error)
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, error)
+    return problem(
+        request,
+        status=503,
+        title="Service unavailable",
+        detail="the database is unavailable; retry shortly",
+        headers={"Retry-After": "2"},
+    )
+
+
 async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(request, status=500, title="Internal error", detail="internal error")
@@ -81,4 +100,6 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProctorError, proctor_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(DBAPIError, database_error)
+    app.add_exception_handler(OSError, database_error)
     app.add_exception_handler(Exception, unexpected_error)
