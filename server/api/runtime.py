@@ -10,6 +10,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -45,6 +46,8 @@ class Runtime:
 
     async def close(self) -> None:
         await self.audit.stop()
+        if self.audit.engine is not self.engine:
+            await self.audit.engine.dispose()
         if self.redis is not None:
             await self.redis.aclose()
         await self.engine.dispose()
@@ -92,10 +95,20 @@ def build_runtime(settings: Settings) -> Runtime:
             leeway_s=settings.token_leeway_s,
         ),
     )
-    engine = (
-        create_engine(settings.effective_database_url, pool_size=20, max_overflow=20)
-        if not settings.is_embedded
-        else create_engine(settings.effective_database_url)
+    url = settings.effective_database_url
+    # No pre-ping (it costs a round trip per checkout): a connection found dead fails one
+    # request with 503 and the pool is invalidated and refilled.
+    pool: dict[str, Any] = (
+        {}
+        if settings.is_embedded
+        else {"pool_size": 20, "max_overflow": 20, "pool_pre_ping": False, "pool_recycle": 1800}
+    )
+    engine = create_engine(url, **pool)
+    # The audit writer commits batches on its own small pool, never queued behind requests.
+    audit_engine = (
+        engine
+        if settings.is_embedded
+        else create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=False)
     )
     redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
     counters = RedisCounters(redis) if redis is not None else MemoryCounters()
@@ -108,6 +121,6 @@ def build_runtime(settings: Settings) -> Runtime:
         limiter=RateLimiter(counters, limit=per_minute),
         key_exchange_limiter=RateLimiter(counters, limit=max(10, per_minute // 10)),
         limits=SessionLimits.from_settings(settings),
-        audit=AuditWriter(engine),
+        audit=AuditWriter(audit_engine),
         redis=redis,
     )

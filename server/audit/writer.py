@@ -26,7 +26,7 @@ class AuditWriter:
     """Inserts audit rows on its own connections (never the request's transaction)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+        self.engine = engine
         self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[None]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -79,5 +79,5 @@ class AuditWriter:
                 future.set_result(None)
 
     async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        async with self._engine.begin() as connection:
+        async with self.engine.begin() as connection:
             await connection.execute(insert(AuditEntry), rows)

@@ -1,0 +1,1034 @@
+"""Benchmark: item delivery (next + answer) under 200 concurrent vendors, against baselines.
+
+Run (not collected by pytest)::
+
+    cd /work/main && . .venv/bin/activate
+    python tests/benchmarks/bench_delivery.py [--vendors 200] [--items 100] [--workers 2]
+        [--duration 20] [--warmup 5] [--client-procs 2] [--json results.json]
+
+It starts its own durable PostgreSQL (fsync, synchronous_commit, full_page_writes on) and
+Redis from the installed Debian binaries (``tests.services``), migrates, seeds a synthetic
+bank big enough for every session, one organisation with one evaluator key and a
+registered model, then runs ``proctor serve --workers N`` on 127.0.0.1 with quotas and
+rate limits raised (``PROCTOR_MAX_CONCURRENT_SESSIONS``, ``..._PER_PERIOD``,
+``PROCTOR_RATE_LIMIT_PER_MINUTE``). Every simulated vendor has its own bearer token
+(leases are per token ``jti``) and its own session of ``--items`` items. The vendors run
+as asyncio tasks (uvloop), one keep-alive connection each, spread over ``--client-procs``
+processes (default 2). ``--client raw`` (default) is a minimal HTTP/1.1 client on
+``httptools``, ~50 us of CPU per request; ``--client httpx`` uses ``httpx.AsyncClient``,
+which measured ~4 ms of CPU per request here: on a 2-core machine the httpx clients took
+more CPU than the server and halved its throughput, so they were the bottleneck. Each
+phase reports the CPU of every client process: if one nears 1.0 core, add processes.
+Each phase has ``--warmup`` seconds before the
+``--duration`` seconds measured, and only requests that *complete* inside the measured
+window count.
+
+Phases, in this order, all with the same vendors and concurrency:
+
+1. ``whoami``  -- ``GET /v1/whoami`` in a loop: the "hello JSON" baseline. Same
+   authentication (JWT verify, revocation query in a DB transaction, Redis rate limit) and
+   the same audit row (group-committed) as every route, no session work.
+2. ``next``    -- ``GET /v1/sessions/{id}/next`` in a loop. The first call delivers an item;
+   every later call returns the same pending item: next's *read path* (lease UPDATE +
+   item SELECT + commit), without delivery.
+3. ``cycle``   -- ``next`` then ``POST /v1/sessions/{id}/answers``, each answer accepted:
+   the real delivery loop. ``cycles/s`` = answers/s; next here includes delivery
+   (``mark_delivered``, counter update).
+4. ``pgbench`` -- after the HTTP phases, with the server stopped: ``pgbench -M prepared
+   -c <vendors> -j 2 -T <duration>`` running a custom script with the SQL statements one
+   answer submission executes (revocation EXISTS query, lease ``UPDATE ... RETURNING``, the
+   ``sample_items`` + ``exposures`` SELECT, ``INSERT INTO answers``, the counter
+   ``UPDATE``, all in one committed transaction; then the ``audit_log`` INSERT in its own
+   committed transaction). Each pgbench client drives its own dedicated session (created
+   through the API, then given a deterministic id); answers go to increasing positions
+   (``n_completed``), item lookups cycle through the sample, so every transaction commits
+   real rows. No ROLLBACK anywhere.
+
+Figures:
+
+* req/s per phase and p50/p99 latency (ms) per request kind;
+* ratio A = answer req/s in the cycle phase / pgbench tps (target >= 0.5): how close the
+  HTTP stack gets to the database's own rate for the same statements. Note the cycle phase
+  also serves an equal number of ``next`` requests, which pgbench does not;
+* ratio B = next req/s (next phase) / whoami req/s (target >= 0.7): what session work
+  costs on top of an authenticated, audited JSON route; next-with-delivery (cycle phase)
+  is reported beside it;
+* CPU shares per component in each measured window (server workers, PostgreSQL, Redis,
+  clients, pgbench) from /proc, so the bottleneck can be read off; a client process near
+  100 % of a core means the *client* limits the figures: raise ``--client-procs``.
+
+The machine's cores are shared by clients, server, PostgreSQL and Redis: on a small
+machine the figures measure the whole system, not the server alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
+
+import httpx
+
+JWT_SECRET = "bench-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
+TARGET_A = 0.5
+TARGET_B = 0.7
+PGB_ID_PREFIX = "00000000-0000-4000-8000-"
+"""pgbench sessions get ids ``PGB_ID_PREFIX || lpad(client_id, 12, '0')``."""
+ANSWER_ROUTE = "/v1/sessions/{session_id}/answers"
+
+
+# --------------------------------------------------------------------------- #
+# CPU accounting from /proc
+# --------------------------------------------------------------------------- #
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, utime+stime ticks) for every process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        rest = data[data.rfind(")") + 2 :].split()
+        # utime + stime, plus cutime + cstime: children that exited and were reaped (e.g.
+        # PostgreSQL backends of closed connections) still count.
+        table[int(entry)] = (int(rest[1]), sum(int(x) for x in rest[11:15]))
+    return table
+
+
+def tree_ticks(table: dict[int, tuple[int, int]], roots: list[int]) -> int:
+    """CPU ticks of ``roots`` and all their live descendants."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    seen, stack, total = set(), list(roots), 0
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid not in table:
+            continue
+        seen.add(pid)
+        total += table[pid][1]
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) ticks of the whole machine."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+@dataclass
+class CpuProbe:
+    """Snapshots CPU use of named process trees between ``start()`` and ``stop()``."""
+
+    groups: dict[str, list[int]]
+    _t0: float = 0.0
+    _ticks0: dict[str, int] = field(default_factory=dict)
+    _machine0: tuple[int, int] = (0, 0)
+
+    def _sample(self) -> dict[str, int]:
+        table = proc_table()
+        return {name: tree_ticks(table, pids) for name, pids in self.groups.items()}
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._ticks0 = self._sample()
+        self._machine0 = machine_ticks()
+
+    def stop(self) -> dict[str, float]:
+        """Cores used by each group (1.0 = one core busy) and the machine's busy share."""
+        elapsed = time.monotonic() - self._t0
+        ticks = self._sample()
+        busy, total = machine_ticks()
+        result = {
+            name: (ticks[name] - self._ticks0.get(name, 0)) / CLK_TCK / elapsed
+            for name in self.groups
+        }
+        share = (busy - self._machine0[0]) / max(1, total - self._machine0[1])
+        ours = sum(result.values())
+        result["others"] = max(0.0, share * (os.cpu_count() or 1) - ours)
+        result["machine_busy_share"] = share
+        return result
+
+
+# --------------------------------------------------------------------------- #
+# Client processes
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class Vendor:
+    token: str
+    session_id: str
+
+
+class RawConnection:
+    """A minimal HTTP/1.1 keep-alive client on one asyncio connection, parsing responses
+    with ``httptools`` (uvicorn's C parser): a fraction of httpx's CPU per request, so
+    that on a small machine the clients leave the cores to the server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self._body: list[bytes] = []
+        self._complete = False
+
+    # httptools callbacks
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+
+    async def request(
+        self, method: str, path: str, token: str, body: bytes = b""
+    ) -> tuple[int, bytes]:
+        import httptools
+
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+        )
+        if body:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.writer.write(head.encode() + b"\r\n" + body)
+        parser = httptools.HttpResponseParser(self)
+        self._body, self._complete = [], False
+        assert self.reader is not None
+        try:
+            while not self._complete:
+                data = await self.reader.read(65536)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                parser.feed_data(data)
+        except BaseException:
+            self.close()
+            raise
+        return parser.get_status_code(), b"".join(self._body)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def client_process(
+    phase: str,
+    vendors: list[tuple[str, str]],
+    base_url: str,
+    window: tuple[float, float, float],
+    conn: Any,
+    client_kind: str = "raw",
+) -> None:
+    """Entry point of one client process: run ``phase`` for ``vendors``, send results."""
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    result = runner(_client_async(phase, vendors, base_url, window, client_kind))
+    conn.send(result)
+    conn.close()
+
+
+async def _client_async(
+    phase: str,
+    vendors: list[tuple[str, str]],
+    base_url: str,
+    window: tuple[float, float, float],
+    client_kind: str,
+) -> dict[str, Any]:
+    """``window`` = (start, measure_from, measure_until) on the ``time.time()`` clock."""
+    start, measure_from, until = window
+    latencies: dict[str, list[float]] = {"whoami": [], "next": [], "answer": []}
+    errors: Counter[str] = Counter()
+    exhausted = 0
+    cpu: dict[str, float] = {}
+    limits = httpx.Limits(max_connections=len(vendors), max_keepalive_connections=len(vendors))
+    timeout = httpx.Timeout(60.0)
+    hostport = base_url.split("//", 1)[1]
+    host, port = hostport.rsplit(":", 1)
+
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as shared:
+
+        def requester(token: str) -> Any:
+            """``call(method, path, json_body) -> (status, parsed JSON or None)``."""
+            if client_kind == "httpx":
+                headers = {"Authorization": f"Bearer {token}"}
+
+                async def via_httpx(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+                    r = await shared.request(method, path, json=body, headers=headers)
+                    return r.status_code, (r.json() if r.content else None)
+
+                return via_httpx
+            raw = RawConnection(host, int(port))
+
+            async def via_raw(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+                data = json.dumps(body).encode() if body is not None else b""
+                status, content = await raw.request(method, path, token, data)
+                return status, (json.loads(content) if content else None)
+
+            return via_raw
+
+        def record(kind: str, t0: float, t1: float, status: int, ok: tuple[int, ...]) -> None:
+            if measure_from <= t1 <= until:
+                if status in ok:
+                    latencies[kind].append((t1 - t0) * 1000)
+                else:
+                    errors[f"{kind} {status}"] += 1
+
+        async def whoami(token: str, _sid: str) -> None:
+            call = requester(token)
+            while time.time() < until:
+                t0 = time.time()
+                status, _ = await call("GET", "/v1/whoami")
+                record("whoami", t0, time.time(), status, (200,))
+
+        async def next_only(token: str, sid: str) -> None:
+            nonlocal exhausted
+            call = requester(token)
+            while time.time() < until:
+                t0 = time.time()
+                status, _ = await call("GET", f"/v1/sessions/{sid}/next")
+                if status == 204:
+                    exhausted += 1
+                    return
+                record("next", t0, time.time(), status, (200,))
+
+        async def cycle(token: str, sid: str) -> None:
+            nonlocal exhausted
+            call = requester(token)
+            while time.time() < until:
+                t0 = time.time()
+                status, item = await call("GET", f"/v1/sessions/{sid}/next")
+                t1 = time.time()
+                if status == 204:
+                    exhausted += 1
+                    return
+                record("next", t0, t1, status, (200,))
+                if status != 200:
+                    await asyncio.sleep(0.05)
+                    continue
+                body = {"position": item["position"], "item_id": item["item_id"], "answer": "A"}
+                t2 = time.time()
+                status, _ = await call("POST", f"/v1/sessions/{sid}/answers", body)
+                record("answer", t2, time.time(), status, (201,))
+
+        async def cpu_meter() -> None:
+            await asyncio.sleep(max(0.0, measure_from - time.time()))
+            c0, w0 = time.process_time(), time.time()
+            await asyncio.sleep(max(0.0, until - time.time()))
+            cpu["cores"] = (time.process_time() - c0) / max(1e-9, time.time() - w0)
+
+        loop = {"whoami": whoami, "next": next_only, "cycle": cycle}[phase]
+        await asyncio.sleep(max(0.0, start - time.time()))
+        tasks = [asyncio.create_task(loop(token, sid)) for token, sid in vendors]
+        meter = asyncio.create_task(cpu_meter())
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        await meter
+    failures = Counter(type(o).__name__ for o in outcomes if isinstance(o, BaseException))
+    return {
+        "latencies": latencies,
+        "errors": dict(errors),
+        "failures": dict(failures),
+        "exhausted": exhausted,
+        "cpu_cores": cpu.get("cores", 0.0),
+    }
+
+
+# --------------------------------------------------------------------------- #
+# Services, seeding, setup through the API
+# --------------------------------------------------------------------------- #
+
+
+def pg_settings(args: argparse.Namespace) -> dict[str, str]:
+    connections = max(250, 45 * args.workers + 30, args.vendors + 30)
+    settings = {
+        "fsync": "on",
+        "synchronous_commit": "on",
+        "full_page_writes": "on",
+        "shared_buffers": "256MB",
+        "max_connections": str(connections),
+        "max_wal_size": "4GB",
+    }
+    for extra in args.pg_setting:
+        name, _, value = extra.partition("=")
+        settings[name.strip()] = value.strip()
+    return settings
+
+
+async def seed(url: str, n_items_total: int) -> dict[str, Any]:
+    """A synthetic bank of at least ``n_items_total`` families, one organisation with an
+    evaluator key and one registered model."""
+    from sqlalchemy import func, select
+
+    from bank.models import Item
+    from server.auth.service import create_api_key
+    from server.database import create_engine, unit_of_work
+    from server.registry.models import RegisteredModel
+    from tests.factories import make_bank, make_org
+
+    engine = create_engine(url)
+    try:
+        cells = 10 * 2 * 5
+        per_cell = math.ceil(n_items_total / cells)
+        started = time.perf_counter()
+        async with unit_of_work(engine) as db:
+            await make_bank(
+                db,
+                disciplines=10,
+                qtypes=["multiple_choice", "short_answer"],
+                subdisciplines=5,
+                per_cell=per_cell,
+                augment=False,
+            )
+        async with unit_of_work(engine) as db:
+            families = await db.scalar(select(func.count(func.distinct(Item.family_id))))
+            org = await make_org(db, "bench-org")
+            key_row, key = await create_api_key(db, org_id=org.id, role="evaluator")
+            model = RegisteredModel(org_id=org.id, name="bench-model", api_snapshot="v1")
+            db.add(model)
+            await db.flush()
+            info = {
+                "org_id": str(org.id),
+                "key": key,
+                "key_id": str(key_row.id),
+                "model_id": str(model.id),
+                "families": int(families or 0),
+                "seed_s": time.perf_counter() - started,
+            }
+        async with engine.connect() as connection:
+            await connection.execute(select(1))
+        return info
+    finally:
+        await engine.dispose()
+
+
+async def analyze(url: str) -> None:
+    from server.database import create_engine
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    async with engine.connect() as connection:
+        await connection.exec_driver_sql("ANALYZE")
+    await engine.dispose()
+
+
+async def login(client: httpx.AsyncClient, key: str) -> str:
+    r = await client.post("/v1/auth/token", json={"api_key": key})
+    r.raise_for_status()
+    token: str = r.json()["access_token"]
+    return token
+
+
+async def open_sessions(
+    base_url: str, key: str, model_id: str, counts: list[tuple[int, int]]
+) -> list[list[dict[str, Any]]]:
+    """For each (how many, n_items) in ``counts``: that many sessions, each with its own
+    fresh token. Returns [[{"token", "session_id", "n_items"}]] per entry."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+        creator = {"Authorization": f"Bearer {await login(client, key)}"}
+        semaphore = asyncio.Semaphore(8)
+
+        async def one(n_items: int) -> dict[str, Any]:
+            async with semaphore:
+                token = await login(client, key)
+                r = await client.post(
+                    "/v1/sessions", json={"model_id": model_id, "n_items": n_items}, headers=creator
+                )
+                if r.status_code != 201:
+                    raise RuntimeError(f"session creation failed: {r.status_code} {r.text}")
+                body = r.json()
+                return {"token": token, "session_id": body["id"], "n_items": body["n_items"]}
+
+        out = []
+        for how_many, n_items in counts:
+            out.append(list(await asyncio.gather(*(one(n_items) for _ in range(how_many)))))
+        return out
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def start_server(env_extra: dict[str, str], workers: int, workdir: Path) -> Server:
+    from tests.services import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env.update(env_extra)
+    port = free_port()
+    log = workdir / "serve.log"
+    cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--workers", str(workers)]
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=str(Path(__file__).resolve().parents[2]),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"proctor serve exited:\n{log.read_text()[-3000:]}")
+        try:
+            # whoami answers 401 without a token: every worker's lifespan has run once
+            # the app answers at all (uvicorn only accepts after startup).
+            httpx.get(server.url + "/v1/whoami", timeout=2.0)
+            return server
+        except httpx.TransportError:
+            time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"proctor serve did not start:\n{log.read_text()[-3000:]}")
+
+
+# --------------------------------------------------------------------------- #
+# Phases
+# --------------------------------------------------------------------------- #
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_phase(
+    phase: str,
+    vendors: list[Vendor],
+    base_url: str,
+    args: argparse.Namespace,
+    cpu_groups: dict[str, list[int]],
+) -> dict[str, Any]:
+    """Run ``phase`` in ``args.client_procs`` processes; aggregate their results."""
+    ctx = mp.get_context("spawn")
+    n_procs = max(1, min(args.client_procs, len(vendors)))
+    slices = [vendors[i::n_procs] for i in range(n_procs)]
+    procs, pipes = [], []
+    # Spawned interpreters need a few seconds to import; start measuring after that.
+    start = time.time() + 3.0 + 0.5 * n_procs
+    measure_from = start + args.warmup
+    until = measure_from + args.duration
+    for part in slices:
+        receiver, sender = ctx.Pipe(duplex=False)
+        p = ctx.Process(
+            target=client_process,
+            args=(
+                phase,
+                [(v.token, v.session_id) for v in part],
+                base_url,
+                (start, measure_from, until),
+                sender,
+                args.client,
+            ),
+            daemon=True,
+        )
+        p.start()
+        sender.close()
+        procs.append(p)
+        pipes.append(receiver)
+    probe = CpuProbe({**cpu_groups, "clients": [p.pid for p in procs if p.pid]})
+    time.sleep(max(0.0, measure_from - time.time()))
+    probe.start()
+    time.sleep(max(0.0, until - time.time()))
+    cpu = probe.stop()
+    results = []
+    for p, pipe in zip(procs, pipes, strict=True):
+        if not pipe.poll(120):
+            raise RuntimeError(f"client process {p.pid} sent no result")
+        results.append(pipe.recv())
+        p.join(30)
+    latencies: dict[str, list[float]] = {}
+    errors: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    for r in results:
+        for kind, values in r["latencies"].items():
+            latencies.setdefault(kind, []).extend(values)
+        errors.update(r["errors"])
+        failures.update(r["failures"])
+    out: dict[str, Any] = {
+        "phase": phase,
+        "duration_s": args.duration,
+        "requests": {},
+        "errors": dict(errors),
+        "task_failures": dict(failures),
+        "exhausted_sessions": sum(r["exhausted"] for r in results),
+        "client_process_cores": [round(r["cpu_cores"], 3) for r in results],
+        "cpu_cores": {k: round(v, 3) for k, v in cpu.items()},
+    }
+    for kind, values in latencies.items():
+        if not values:
+            continue
+        out["requests"][kind] = {
+            "n": len(values),
+            "per_s": len(values) / args.duration,
+            "p50_ms": percentile(values, 0.50),
+            "p99_ms": percentile(values, 0.99),
+            "mean_ms": statistics.fmean(values),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# pgbench
+# --------------------------------------------------------------------------- #
+
+PGBENCH_SCRIPT = """\
+-- One answer submission, as the server runs it (see server/sessions/service.py and
+-- server/auth/service.py): one transaction for the request, then the audit row in its own.
+BEGIN;
+SELECT (EXISTS (SELECT 1 FROM revoked_tokens WHERE revoked_tokens.jti = ('pgb-' || :client_id::text))) OR (EXISTS (SELECT 1 FROM api_keys WHERE api_keys.id = :keyid::uuid AND api_keys.revoked_at IS NOT NULL)) AS anon_1;
+UPDATE eval_sessions SET lease_jti=('pgb-' || :client_id::text), lease_expires_at=now() + interval '60 seconds' WHERE eval_sessions.id = ('{prefix}' || lpad(:client_id::text, 12, '0'))::uuid AND eval_sessions.org_id = :orgid::uuid AND (eval_sessions.lease_jti IS NULL OR eval_sessions.lease_jti = ('pgb-' || :client_id::text) OR eval_sessions.lease_expires_at < now()) RETURNING eval_sessions.id AS sid, eval_sessions.org_id, eval_sessions.model_id, eval_sessions.sample_id AS sample, eval_sessions.mode, eval_sessions.state, eval_sessions.n_items AS nitems, eval_sessions.n_delivered, eval_sessions.n_completed AS pos, eval_sessions.pending_window, eval_sessions.deadline_at, eval_sessions.created_by, eval_sessions.created_at, eval_sessions.ended_at, eval_sessions.lease_jti, eval_sessions.lease_expires_at
+\\gset
+SELECT sample_items.item_id AS item, exposures.delivered_at AS delivered FROM sample_items JOIN exposures ON exposures.org_id = :orgid::uuid AND exposures.family_id = sample_items.family_id WHERE sample_items.sample_id = :sample::uuid AND sample_items.position = :pos::int % :nitems::int
+\\gset
+INSERT INTO answers (session_id, position, item_id, answer, reasoning, submitted_by, delivered_at, submitted_at) VALUES (:sid::uuid, :pos::int, :item::uuid, 'A', NULL, ('pgb-' || :client_id::text), coalesce(:delivered::timestamptz, now()), now());
+UPDATE eval_sessions SET n_completed=:pos::int + 1 WHERE eval_sessions.id = :sid::uuid;
+COMMIT;
+BEGIN;
+INSERT INTO audit_log (at, subject, org_id, session_id, method, route, status, client) VALUES (now(), :keyid::text, :orgid::uuid, :sid::uuid, 'POST', '{route}', 201, '127.0.0.1');
+COMMIT;
+"""  # noqa: E501
+
+
+async def prepare_pgbench_sessions(url: str, sessions: list[dict[str, Any]]) -> None:
+    """Give pgbench's sessions deterministic ids (client i drives session i), mark every
+    item delivered (as the HTTP run would have), and free their leases."""
+    from sqlalchemy import text
+
+    from server.database import create_engine, unit_of_work
+
+    engine = create_engine(url)
+    try:
+        async with unit_of_work(engine) as db:
+            for i, s in enumerate(sessions):
+                new = f"{PGB_ID_PREFIX}{i:012d}"
+                params = {"old": s["session_id"], "new": new}
+                await db.execute(text("UPDATE eval_sessions SET id = :new WHERE id = :old"), params)
+                await db.execute(
+                    text(
+                        "UPDATE exposures SET session_id = :new, delivered_at = now() "
+                        "WHERE session_id = :old"
+                    ),
+                    params,
+                )
+                await db.execute(
+                    text(
+                        "UPDATE eval_sessions SET state = 'active', n_delivered = n_items "
+                        "WHERE id = :new"
+                    ),
+                    params,
+                )
+    finally:
+        await engine.dispose()
+
+
+def run_pgbench(
+    pg: Any,
+    dbname: str,
+    info: dict[str, Any],
+    clients: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    cpu_groups: dict[str, list[int]],
+) -> dict[str, Any]:
+    script = workdir / "submit.sql"
+    script.write_text(PGBENCH_SCRIPT.format(prefix=PGB_ID_PREFIX, route=ANSWER_ROUTE))
+    os.chmod(workdir, 0o755)
+    os.chmod(script, 0o644)
+    cmd = [
+        str(pg.bindir / "pgbench"),
+        "-n",
+        "-M",
+        "prepared",
+        "-f",
+        str(script),
+        "-c",
+        str(clients),
+        "-j",
+        str(args.pgbench_threads),
+        "-T",
+        str(args.duration),
+        "-D",
+        f"keyid={info['key_id']}",
+        "-D",
+        f"orgid={info['org_id']}",
+        "-h",
+        pg.host,
+        "-p",
+        str(pg.port),
+        "-U",
+        pg.user,
+        dbname,
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    process = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    probe = CpuProbe({**cpu_groups, "pgbench": [process.pid]})
+    time.sleep(min(2.0, args.duration / 4))  # connections established
+    probe.start()
+    time.sleep(max(0.0, args.duration - min(2.0, args.duration / 4) - 0.5))
+    cpu = probe.stop()
+    stdout, stderr = process.communicate(timeout=args.duration + 120)
+    if process.returncode != 0:
+        raise RuntimeError(f"pgbench failed ({process.returncode}):\n{stdout}\n{stderr[-3000:]}")
+    tps = lat = None
+    failed = 0
+    for line in stdout.splitlines():
+        if line.startswith("tps ="):
+            tps = float(line.split("=")[1].split()[0])
+        elif line.startswith("latency average"):
+            lat = float(line.split("=")[1].split()[0])
+        elif line.startswith("number of failed transactions"):
+            failed = int(line.split(":")[1].split()[0])
+    if tps is None:
+        raise RuntimeError(f"could not read pgbench output:\n{stdout}\n{stderr[-2000:]}")
+    return {
+        "tps": tps,
+        "latency_avg_ms": lat,
+        "failed": failed,
+        "clients": clients,
+        "threads": args.pgbench_threads,
+        "cpu_cores": {k: round(v, 3) for k, v in cpu.items()},
+        "stderr_tail": stderr.strip().splitlines()[-5:],
+    }
+
+
+async def count_rows(url: str) -> dict[str, int]:
+    from sqlalchemy import text
+
+    from server.database import create_engine
+
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as c:
+            count = "SELECT count(*) FROM answers WHERE session_id::text {} LIKE :prefix"
+            prefix = {"prefix": PGB_ID_PREFIX + "%"}
+            answers_http = (await c.execute(text(count.format("NOT")), prefix)).scalar_one()
+            answers_pgb = (await c.execute(text(count.format("")), prefix)).scalar_one()
+            audit = (await c.execute(text("SELECT count(*) FROM audit_log"))).scalar_one()
+        return {"answers_http": answers_http, "answers_pgbench": answers_pgb, "audit_rows": audit}
+    finally:
+        await engine.dispose()
+
+
+# --------------------------------------------------------------------------- #
+# Report
+# --------------------------------------------------------------------------- #
+
+
+def print_report(results: dict[str, Any]) -> None:
+    cfg = results["config"]
+    print()
+    print(
+        f"Proctor delivery benchmark: {cfg['vendors']} vendors, {cfg['workers']} server workers, "
+        f"{cfg['client_procs']} {cfg['client']} client processes, {cfg['duration']} s measured "
+        f"(+{cfg['warmup']} s warm-up) per phase, {os.cpu_count()} CPUs"
+    )
+    print()
+    header = f"{'phase':<8} {'request':<8} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'errors':>8}"
+    print(header)
+    print("-" * len(header))
+    for phase in ("whoami", "next", "cycle"):
+        r = results["phases"].get(phase)
+        if not r:
+            continue
+        for kind, s in r["requests"].items():
+            errs = sum(n for k, n in r["errors"].items() if k.startswith(kind))
+            print(
+                f"{phase:<8} {kind:<8} {s['per_s']:>9.1f} {s['p50_ms']:>9.1f} "
+                f"{s['p99_ms']:>9.1f} {errs:>8}"
+            )
+    pgb = results.get("pgbench")
+    if pgb:
+        print(
+            f"{'pgbench':<8} {'submit':<8} {pgb['tps']:>9.1f} {'':>9} {'':>9} "
+            f"{pgb['failed']:>8}   (avg latency {pgb['latency_avg_ms']} ms)"
+        )
+    cycle = results["phases"].get("cycle", {}).get("requests", {})
+    if "answer" in cycle:
+        print(f"\ncycles/s (next + answer): {cycle['answer']['per_s']:.1f}")
+    print("\nCPU (cores busy during the measured window; machine share = all CPUs):")
+    for phase, r in list(results["phases"].items()) + ([("pgbench", pgb)] if pgb else []):
+        cpu = r["cpu_cores"]
+        parts = [f"{k} {v:.2f}" for k, v in cpu.items() if k != "machine_busy_share"]
+        print(
+            f"  {phase:<8} "
+            + ", ".join(parts)
+            + f", machine busy {100 * cpu['machine_busy_share']:.0f}%"
+        )
+        if "client_process_cores" in r:
+            print(f"  {'':<8} per client process: {r['client_process_cores']}")
+    print("\nRatios:")
+    for name, ratio in results["ratios"].items():
+        if ratio["value"] is None:
+            continue
+        verdict = "OK" if ratio["value"] >= ratio["target"] else "BELOW TARGET"
+        print(
+            f"  {name}: {ratio['value']:.3f} (target >= {ratio['target']})  {verdict}"
+            f"   [{ratio['what']}]"
+        )
+    for note in results["notes"]:
+        print(f"note: {note}")
+
+
+# --------------------------------------------------------------------------- #
+# Main
+# --------------------------------------------------------------------------- #
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vendors", type=int, default=200, help="concurrent simulated vendors")
+    parser.add_argument("--items", type=int, default=100, help="items per vendor session (K)")
+    parser.add_argument("--workers", type=int, default=2, help="proctor serve --workers")
+    parser.add_argument("--duration", type=int, default=20, help="measured seconds/phase")
+    parser.add_argument("--warmup", type=float, default=5.0, help="warm-up seconds/phase")
+    parser.add_argument("--client-procs", type=int, default=2, help="client processes")
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="raw: minimal HTTP/1.1 keep-alive client on httptools (light); "
+        "httpx: httpx.AsyncClient (about 5x the CPU per request)",
+    )
+    parser.add_argument(
+        "--pgbench-clients", type=int, default=None, help="pgbench -c (default: --vendors)"
+    )
+    parser.add_argument("--pgbench-threads", type=int, default=2, help="pgbench -j")
+    parser.add_argument(
+        "--pgbench-items",
+        type=int,
+        default=20,
+        help="items per pgbench session (lookups cycle through them)",
+    )
+    parser.add_argument(
+        "--phases",
+        default="whoami,next,cycle,pgbench",
+        help="comma-separated subset of whoami,next,cycle,pgbench",
+    )
+    parser.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        help="extra postgresql.conf line name=value (repeatable)",
+    )
+    parser.add_argument("--keep-log", action="store_true", help="print the server log tail")
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the results as JSON ('-': stdout)"
+    )
+    args = parser.parse_args()
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    pgb_clients = args.pgbench_clients or args.vendors
+
+    from server.database import upgrade
+    from tests.services import postgres_server, redis_server
+
+    results: dict[str, Any] = {
+        "config": {
+            "vendors": args.vendors,
+            "items": args.items,
+            "workers": args.workers,
+            "duration": args.duration,
+            "warmup": args.warmup,
+            "client_procs": args.client_procs,
+            "client": args.client,
+            "pgbench_clients": pgb_clients,
+            "pgbench_threads": args.pgbench_threads,
+            "cpus": os.cpu_count(),
+        },
+        "phases": {},
+        "notes": [],
+    }
+    with (
+        postgres_server(settings=pg_settings(args)) as pg,
+        redis_server() as redis,
+        tempfile.TemporaryDirectory(prefix="bench-delivery-") as tmp,
+    ):
+        workdir = Path(tmp)
+        pg.create_database("bench")
+        url = pg.url("bench")
+        upgrade(url)
+        needed = args.vendors * args.items + pgb_clients * args.pgbench_items
+        info = asyncio.run(seed(url, math.ceil(needed * 1.2)))
+        print(
+            f"seeded {info['families']} item families in {info['seed_s']:.1f} s (needed {needed})",
+            flush=True,
+        )
+        asyncio.run(analyze(url))
+        env = {
+            "PROCTOR_DATABASE_URL": url,
+            "PROCTOR_REDIS_URL": redis.url,
+            "PROCTOR_JWT_SECRET": JWT_SECRET,
+            "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (args.vendors + pgb_clients)),
+            "PROCTOR_MAX_SESSIONS_PER_PERIOD": str(100 * (args.vendors + pgb_clients)),
+            "PROCTOR_RATE_LIMIT_PER_MINUTE": "100000000",
+            "PROCTOR_MAX_SESSION_ITEMS": str(max(5000, args.items, args.pgbench_items)),
+        }
+        postmaster = int((pg.socket_dir / "data" / "postmaster.pid").read_text().split()[0])
+        redis_pids = (
+            [
+                int(p)
+                for p in subprocess.run(
+                    ["pgrep", "-f", f"redis-server.*{redis.port}"], capture_output=True, text=True
+                ).stdout.split()
+            ]
+            if shutil.which("pgrep")
+            else []
+        )
+        server = start_server(env, args.workers, workdir)
+        try:
+            started = time.perf_counter()
+            vendor_rows, pgb_rows = asyncio.run(
+                open_sessions(
+                    server.url,
+                    info["key"],
+                    info["model_id"],
+                    [
+                        (args.vendors, args.items),
+                        (pgb_clients if "pgbench" in phases else 0, args.pgbench_items),
+                    ],
+                )
+            )
+            short = [
+                r
+                for r in vendor_rows + pgb_rows
+                if r["n_items"] < (args.items if r in vendor_rows else args.pgbench_items)
+            ]
+            print(
+                f"opened {len(vendor_rows) + len(pgb_rows)} sessions in "
+                f"{time.perf_counter() - started:.1f} s"
+                + (f" ({len(short)} got fewer items than asked)" if short else ""),
+                flush=True,
+            )
+            asyncio.run(analyze(url))
+            vendors = [Vendor(r["token"], r["session_id"]) for r in vendor_rows]
+            cpu_groups = {
+                "server": [server.process.pid],
+                "postgres": [postmaster],
+                "redis": redis_pids,
+            }
+            for phase in ("whoami", "next", "cycle"):
+                if phase not in phases:
+                    continue
+                print(
+                    f"phase {phase}: {args.warmup:g} s warm-up + {args.duration:g} s ...",
+                    flush=True,
+                )
+                results["phases"][phase] = run_phase(phase, vendors, server.url, args, cpu_groups)
+        finally:
+            server.stop()
+            if args.keep_log:
+                print(server.log.read_text()[-5000:])
+            log_text = server.log.read_text()
+            if "Traceback" in log_text or "ERROR" in log_text:
+                results["notes"].append(f"server log has errors; tail:\n{log_text[-2000:]}")
+        if "pgbench" in phases:
+            asyncio.run(prepare_pgbench_sessions(url, pgb_rows))
+            print(
+                f"pgbench: -c {pgb_clients} -j {args.pgbench_threads} -T {args.duration:g} ...",
+                flush=True,
+            )
+            results["pgbench"] = run_pgbench(
+                pg,
+                "bench",
+                info,
+                pgb_clients,
+                args,
+                workdir,
+                {"postgres": [postmaster]},
+            )
+        results["rows"] = asyncio.run(count_rows(url))
+
+    ph = results["phases"]
+    answer_rate = ph.get("cycle", {}).get("requests", {}).get("answer", {}).get("per_s")
+    next_rate = ph.get("next", {}).get("requests", {}).get("next", {}).get("per_s")
+    next_delivery = ph.get("cycle", {}).get("requests", {}).get("next", {}).get("per_s")
+    whoami_rate = ph.get("whoami", {}).get("requests", {}).get("whoami", {}).get("per_s")
+    tps = results.get("pgbench", {}).get("tps")
+    results["ratios"] = {
+        "A submit/pgbench": {
+            "value": answer_rate / tps if answer_rate and tps else None,
+            "target": TARGET_A,
+            "what": f"answer req/s {answer_rate or 0:.1f} / pgbench tps {tps or 0:.1f}",
+        },
+        "B next/whoami": {
+            "value": next_rate / whoami_rate if next_rate and whoami_rate else None,
+            "target": TARGET_B,
+            "what": f"next req/s {next_rate or 0:.1f} / whoami req/s {whoami_rate or 0:.1f}",
+        },
+        "B' next-with-delivery/whoami (info)": {
+            "value": next_delivery / whoami_rate if next_delivery and whoami_rate else None,
+            "target": TARGET_B,
+            "what": f"cycle-phase next req/s {next_delivery or 0:.1f} / whoami req/s",
+        },
+    }
+    for phase, r in ph.items():
+        if r["exhausted_sessions"]:
+            results["notes"].append(
+                f"{phase}: {r['exhausted_sessions']} vendor sessions ran out of items; "
+                "raise --items"
+            )
+        if r["errors"] or r["task_failures"]:
+            results["notes"].append(f"{phase}: errors {r['errors']} failures {r['task_failures']}")
+        busiest = max(r["client_process_cores"], default=0)
+        if busiest > 0.85:
+            results["notes"].append(
+                f"{phase}: a client process used {busiest:.2f} cores: the client may be the "
+                "bottleneck; try more --client-procs"
+            )
+    print_report(results)
+    if args.json:
+        text = json.dumps(results, indent=2, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
