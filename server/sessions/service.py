@@ -222,6 +222,11 @@ async def next_item(
     """The item to work on: the oldest pending one if the pending window is full (a retry
     gets the same item), else the next allocated one, which becomes pending and is recorded
     as exposed. None when every item has been delivered and answered."""
+    retry = await _retry_without_writing(
+        db, principal=principal, session_id=session_id, limits=limits, now=now
+    )
+    if retry is not None:
+        return retry
     record = await _drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
     if record.state in {SessionState.ANSWERED.value, SessionState.SCORED.value}:
         return None
@@ -242,6 +247,37 @@ async def next_item(
     if not await mark_delivered(db, org_id=record.org_id, family_id=family_id):
         raise Conflict(f"item at position {position} is not reserved for this session")
     await db.flush()
+    return item
+
+
+async def _retry_without_writing(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    session_id: uuid.UUID,
+    limits: SessionLimits,
+    now: datetime,
+) -> DeliveredItem | None:
+    """The pending item again, read without locking or writing, when this token holds a
+    fresh lease (more than half its idle time left) and the pending window is full: the
+    common retry costs no commit. None when the full path must decide."""
+    record = (
+        await db.execute(
+            select(EvalSession)
+            .where(EvalSession.id == session_id, EvalSession.lease_jti == principal.jti)
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+    if record is None or record.lease_expires_at is None:
+        return None
+    fresh = (record.lease_expires_at - now).total_seconds() > limits.lease_idle_s / 2
+    pending = record.n_delivered - record.n_completed
+    full = pending >= record.pending_window or record.n_delivered >= record.n_items
+    if not (fresh and pending and full) or record.state not in {s.value for s in OPEN_STATES}:
+        return None
+    if record.deadline_at <= now:
+        return None
+    item, _ = await _load_item(db, record=record, position=record.n_completed)
     return item
 
 
