@@ -7,11 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.api.text import CleanText
+
 
 class TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    api_key: str = Field(min_length=1, max_length=128)
+    api_key: CleanText = Field(min_length=1, max_length=128)
     session_id: uuid.UUID | None = None
     """Scope the token to this session only."""
 

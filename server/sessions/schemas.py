@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.api.text import CleanText
 from server.sessions.models import EvalSession
 from server.sessions.service import session_counts
 
@@ -71,8 +72,8 @@ class AnswerIn(BaseModel):
 
     position: int = Field(ge=0, le=1_000_000)
     item_id: uuid.UUID
-    answer: str = Field(max_length=MAX_ANSWER)
-    reasoning: str | None = Field(None, max_length=MAX_REASONING)
+    answer: CleanText = Field(max_length=MAX_ANSWER)
+    reasoning: CleanText | None = Field(None, max_length=MAX_REASONING)
 
 
 class AnswerAccepted(BaseModel):
