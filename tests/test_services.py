@@ -59,18 +59,20 @@ async def test_postgres_table_roundtrip(postgres_server: services.PostgresServer
 async def test_postgres_is_the_throwaway_server(
     postgres_server: services.PostgresServer,
 ) -> None:
-    """Our own cluster (temp data dir, fast settings), not a system-wide one."""
+    """Our own cluster (temp data dir, durable settings the API insists on), not a
+    system-wide one."""
     conn = await asyncpg.connect(postgres_server.dsn())
     try:
         data_dir = await conn.fetchval("show data_directory")
         fsync = await conn.fetchval("show fsync")
+        commit = await conn.fetchval("show synchronous_commit")
         superuser = await conn.fetchval(
             "select rolsuper from pg_roles where rolname = $1", "postgres"
         )
     finally:
         await conn.close()
     assert Path(data_dir).is_relative_to(postgres_server.socket_dir)
-    assert fsync == "off"
+    assert (fsync, commit) == ("on", "on")
     assert superuser is True
 
 
