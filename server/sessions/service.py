@@ -37,7 +37,7 @@ from server.registry.service import get_model
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import (
-    OPEN_STATES,
+    OPEN_STATE_VALUES,
     ItemState,
     SessionState,
     item_state,
@@ -117,7 +117,7 @@ async def _check_org_quotas(
 ) -> None:
     n_open = await db.scalar(
         select(func.count()).where(
-            EvalSession.org_id == org_id, EvalSession.state.in_([s.value for s in OPEN_STATES])
+            EvalSession.org_id == org_id, EvalSession.state.in_(OPEN_STATE_VALUES)
         )
     )
     if (n_open or 0) >= limits.max_concurrent:
@@ -204,8 +204,13 @@ async def _drive(
     )
 
 
+def _is_open(record: EvalSession, now: datetime) -> bool:
+    """Whether items may still be delivered and answered."""
+    return record.state in OPEN_STATE_VALUES and record.deadline_at > now
+
+
 def _require_open(record: EvalSession, now: datetime) -> None:
-    if record.state not in {s.value for s in OPEN_STATES}:
+    if record.state not in OPEN_STATE_VALUES:
         raise SessionClosed(f"session {record.id} is {record.state}")
     if record.deadline_at <= now:
         raise SessionClosed(f"session {record.id} passed its deadline and is expiring")
@@ -273,9 +278,7 @@ async def _retry_without_writing(
     fresh = (record.lease_expires_at - now).total_seconds() > limits.lease_idle_s / 2
     pending = record.n_delivered - record.n_completed
     full = pending >= record.pending_window or record.n_delivered >= record.n_items
-    if not (fresh and pending and full) or record.state not in {s.value for s in OPEN_STATES}:
-        return None
-    if record.deadline_at <= now:
+    if not (fresh and pending and full and _is_open(record, now)):
         return None
     item, _ = await _load_item(db, record=record, position=record.n_completed)
     return item
@@ -405,7 +408,7 @@ async def abort_session(
             .execution_options(populate_existing=True)
         )
     ).scalar_one()
-    if locked.state not in {s.value for s in OPEN_STATES}:
+    if locked.state not in OPEN_STATE_VALUES:
         raise SessionClosed(f"session {session_id} is {locked.state}")
     await end_session(db, record=locked, target=SessionState.ABORTED, now=now)
     return locked
@@ -418,9 +421,7 @@ async def expire_overdue(
     how many. Rows another transaction holds are skipped and left for the next sweep."""
     statement = (
         select(EvalSession)
-        .where(
-            EvalSession.state.in_([s.value for s in OPEN_STATES]), EvalSession.deadline_at <= now
-        )
+        .where(EvalSession.state.in_(OPEN_STATE_VALUES), EvalSession.deadline_at <= now)
         .with_for_update(skip_locked=True)
         .execution_options(populate_existing=True)
     )

@@ -53,6 +53,8 @@ ITEM_TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
 
 OPEN_STATES = frozenset({SessionState.CREATED, SessionState.ACTIVE})
 """States in which items are delivered and answered (and which count against quotas)."""
+OPEN_STATE_VALUES = frozenset(s.value for s in OPEN_STATES)
+"""``OPEN_STATES`` as stored in the ``state`` column."""
 ENDED_EARLY = frozenset({SessionState.EXPIRED, SessionState.ABORTED})
 
 
