@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from arq.connections import ArqRedis
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,6 +26,10 @@ from server.auth.endpoints import router as auth_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work
 from server.registry.endpoints import router as registry_router
+from server.scoring.endpoints import router as scoring_router
+from server.scoring.judges import default_judge
+from server.scoring.wakeup import ArqWaker, EventWaker
+from server.scoring.worker import ScoringWorker
 from server.sessions.endpoints import router as sessions_router
 from server.sessions.service import expire_overdue
 
@@ -50,16 +55,49 @@ async def check_durability(engine: AsyncEngine) -> None:
 
 
 async def sweep_forever(runtime: Runtime) -> None:
-    """Expire sessions past their deadline every ``sweep_interval_s`` seconds."""
+    """Every ``sweep_interval_s`` seconds: expire sessions past their deadline and refresh
+    the default judge (a new calibration may have changed it)."""
     while True:
         await asyncio.sleep(runtime.settings.sweep_interval_s)
         try:
             async with unit_of_work(runtime.engine) as db:
                 n = await expire_overdue(db, now=datetime.now(UTC))
+                runtime.default_judge = await default_judge(db, runtime.settings)
             if n:
                 log.info("expired %d sessions past their deadline", n)
         except Exception:
             log.exception("session sweep failed")
+
+
+@contextlib.asynccontextmanager
+async def scoring(runtime: Runtime) -> AsyncIterator[None]:
+    """Pick the default judge and set up wake-ups: an in-process worker (embedded default),
+    or arq jobs for ``proctor judge worker`` processes (with Redis)."""
+    settings = runtime.settings
+    async with unit_of_work(runtime.engine) as db:
+        runtime.default_judge = await default_judge(db, settings)
+    if not settings.runs_scoring_in_process:
+        if settings.redis_url:
+            pool = ArqRedis.from_url(settings.redis_url)
+            runtime.waker = ArqWaker(pool)
+            try:
+                yield
+            finally:
+                await pool.aclose()
+        else:
+            yield
+        return
+    event = asyncio.Event()
+    worker = ScoringWorker(engine=runtime.engine, settings=settings)
+    runtime.waker = EventWaker(event)
+    task = asyncio.create_task(worker.run_forever(event), name="scoring-worker")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await worker.aclose()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -75,7 +113,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.runtime = runtime
             sweeper = asyncio.create_task(sweep_forever(runtime), name="session-sweeper")
             try:
-                yield
+                async with scoring(runtime):
+                    yield
             finally:
                 sweeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -90,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_problem_handlers(app)
-    for router in (auth_router, registry_router, sessions_router, audit_router):
+    for router in (auth_router, registry_router, sessions_router, scoring_router, audit_router):
         app.include_router(router)
     app.add_middleware(AuditMiddleware, writer_of=lambda: app.state.runtime.audit)
     return app

@@ -6,10 +6,12 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from fakellm.cli import fake_llm_app
 from server.auth.service import create_api_key
 from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import upgrade
+from server.judge_commands import app as judge_app
 from server.orgs.service import create_org, find_org, get_org
 from server.runtime import run_in_unit_of_work
 
@@ -19,6 +21,8 @@ admin_app = typer.Typer(help="Organisations and keys.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(bank_app, name="bank")
 app.add_typer(admin_app, name="admin")
+app.add_typer(fake_llm_app, name="fake-llm", help="A stand-in OpenAI-compatible LLM server.")
+app.add_typer(judge_app, name="judge")
 
 
 @db_app.command("upgrade")

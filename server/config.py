@@ -6,7 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,6 +14,22 @@ def default_data_dir() -> Path:
     """Where the embedded default keeps its SQLite file: ``$XDG_DATA_HOME/proctor``."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "proctor"
+
+
+class JudgeEndpoint(BaseModel):
+    """One LLM judge behind an OpenAI-compatible endpoint (an entry of ``PROCTOR_JUDGES``)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:@/-]+$")
+    """Stable identity stored with every verdict: include the model snapshot, e.g.
+    ``gpt-4o-2024-11-20``; a new snapshot is a new judge."""
+    base_url: str
+    """E.g. ``https://api.openai.com/v1``."""
+    model: str
+    api_key: SecretStr | None = None
+    input_per_mtok: float = Field(0.0, ge=0)
+    """Price per million prompt tokens (cost accounting)."""
+    output_per_mtok: float = Field(0.0, ge=0)
+    read_timeout_s: float = Field(60.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -67,6 +83,35 @@ class Settings(BaseSettings):
     """A session driven by one token is refused to others until it has been idle this long."""
     sweep_interval_s: float = Field(30.0, gt=0)
     """How often the server expires sessions past their deadline."""
+
+    # --- scoring (see server/scoring/) ---
+    judges: list[JudgeEndpoint] = Field(default_factory=list)
+    """JSON list of judges (``PROCTOR_JUDGES='[{"name": ..., "base_url": ..., "model": ...}]'``).
+    The default judge is the best calibrated one (``proctor judge agreement --store``), else
+    the first. With none, objective items are still scored and open ones wait for review."""
+    judge_concurrency: int = Field(16, ge=1, le=1024)
+    """Judge calls in flight per worker process."""
+    judge_max_wait_s: float = Field(30.0, gt=0)
+    """A provider's Retry-After longer than this defers the job instead of blocking."""
+    judge_max_attempts: int = Field(8, ge=1)
+    """Claims of one job after which a judge that stays unavailable leaves it for review."""
+    judge_min_calibration_n: int = Field(100, ge=1)
+    """Answers a calibration needs before its judge can become the default."""
+    scoring_lease_s: float = Field(300.0, gt=0)
+    """How long a worker holds a claimed job before another may take it over."""
+    scoring_in_process: bool | None = None
+    """Run the scoring worker inside the API process. Default: yes without Redis (the
+    embedded default), no with Redis (``proctor judge worker`` processes do it)."""
+    scoring_poll_s: float = Field(5.0, gt=0)
+    """How often a worker looks for work without being woken (deferred jobs, lost wakes)."""
+    similarity_match_at: float = Field(0.85, ge=0, le=1)
+    similarity_mismatch_below: float = Field(0.15, ge=0, le=1)
+
+    @property
+    def runs_scoring_in_process(self) -> bool:
+        if self.scoring_in_process is not None:
+            return self.scoring_in_process
+        return self.redis_url is None
 
     @property
     def effective_database_url(self) -> str:

@@ -6,6 +6,7 @@ from server.audit import models as audit_models
 from server.auth import models as auth_models
 from server.orgs import models as org_models
 from server.registry import models as registry_models
+from server.scoring import models as scoring_models
 from server.sessions import models as session_models
 
 metadata = Base.metadata
@@ -17,5 +18,6 @@ __all__ = [
     "metadata",
     "org_models",
     "registry_models",
+    "scoring_models",
     "session_models",
 ]

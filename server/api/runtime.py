@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from server.auth.tokens import (
 from server.config import Settings
 from server.database import create_engine, session_factory
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
+from server.scoring.judges import NO_JUDGE
+from server.scoring.wakeup import NoWaker, Waker
 from server.sessions.limits import SessionLimits
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,10 @@ class Runtime:
     limits: SessionLimits
     audit: AuditWriter
     redis: Redis | None
+    default_judge: str = NO_JUDGE
+    """The judge new answers are queued for (refreshed by the sweeper)."""
+    waker: Waker = field(default_factory=NoWaker)
+    """Wakes the scoring workers after answers (set up in the lifespan)."""
 
     async def close(self) -> None:
         await self.audit.stop()

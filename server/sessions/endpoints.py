@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, BackgroundTasks, Path, Query, Response
 
 from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth.permissions import Permission, Principal
@@ -95,8 +95,12 @@ async def submit_answer(
     db: DbSession,
     runtime: RuntimeDep,
     principal: Annotated[Principal, require(Permission.SESSIONS_DRIVE)],
+    background: BackgroundTasks,
 ) -> AnswerAccepted:
-    """Answer the pending item; 409 for a second answer or another item (the first stays)."""
+    """Answer the pending item; 409 for a second answer or another item (the first stays).
+
+    The answer is queued for scoring in the same transaction; the scoring workers are woken
+    after the response (the commit happens before it)."""
     accepted = await service.submit_answer(
         db,
         principal=principal,
@@ -107,7 +111,9 @@ async def submit_answer(
         reasoning=body.reasoning,
         limits=runtime.limits,
         now=_now(),
+        judge=runtime.default_judge,
     )
+    background.add_task(runtime.waker.wake)
     return AnswerAccepted(
         session_id=accepted.session_id,
         position=accepted.position,

@@ -20,6 +20,8 @@ from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
 from bank.sampling.service import allocate_sample
+from judge.prompts import PROMPT_VERSION
+from judge.traces import split_reasoning
 from server.auth.permissions import Permission, Principal
 from server.errors import (
     AlreadyAnswered,
@@ -34,6 +36,7 @@ from server.errors import (
     TooManyRequests,
 )
 from server.registry.service import get_model
+from server.scoring.service import enqueue_answer
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import (
@@ -333,8 +336,14 @@ async def submit_answer(
     reasoning: str | None,
     limits: SessionLimits,
     now: datetime,
+    judge: str | None = None,
 ) -> Answer:
     """Accept the answer to the pending item at ``position``; the first answer stands.
+
+    A reasoning trace inside the answer (``<think>...</think>``) is stored apart, in
+    ``reasoning`` after any trace sent separately; ``answer`` keeps the final answer, which
+    is what gets judged. With ``judge``, the answer is put in the scoring outbox in the same
+    transaction (``server.scoring``), so an accepted answer is always scored.
 
     ``AlreadyAnswered`` (409) for a position answered before, ``NotPending`` (409) for any
     other item than the oldest pending one."""
@@ -361,12 +370,13 @@ async def submit_answer(
     if row.item_id != item_id:
         raise NotPending(f"item {item_id} is not the item at position {position}")
     require_item_transition(state, ItemState.COMPLETED)
+    final, trace = split_reasoning(answer)
     accepted = Answer(
         session_id=record.id,
         position=position,
         item_id=item_id,
-        answer=answer,
-        reasoning=reasoning,
+        answer=final,
+        reasoning="\n\n".join(part for part in (reasoning, trace) if part) or None,
         submitted_by=principal.jti,
         delivered_at=row.delivered_at or now,
         submitted_at=now,
@@ -378,6 +388,10 @@ async def submit_answer(
         record.state = SessionState.ANSWERED.value
         record.ended_at = now
     await db.flush()
+    if judge is not None:
+        await enqueue_answer(
+            db, session_id=record.id, position=position, judge=judge, prompt_version=PROMPT_VERSION
+        )
     return accepted
 
 

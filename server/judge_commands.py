@@ -1,0 +1,225 @@
+"""``proctor judge ...``: score a session now, run a scoring worker, measure judge agreement."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from judge.agreement import (
+    AgreementInputError,
+    agreement_report,
+    read_ratings_csv,
+    render_tables,
+)
+from judge.prompts import PROMPT_VERSION
+from server.config import Settings, get_settings
+from server.database import create_engine, unit_of_work, upgrade
+from server.runtime import run_in_unit_of_work, stderr
+from server.scoring import service
+from server.scoring.judges import default_judge
+from server.scoring.models import JudgeCalibration
+from server.scoring.process import run_worker_process
+from server.scoring.worker import ScoringWorker
+from server.sessions.models import EvalSession
+
+app = typer.Typer(help="Scoring: the judge, its workers and its calibration.", no_args_is_help=True)
+stdout = Console(highlight=False, soft_wrap=True)
+
+
+@app.command("run")
+def run_command(
+    session: Annotated[str, typer.Option("--session", help="Session id.")],
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="Judge name (default: the default judge).")
+    ] = None,
+    review_again: Annotated[
+        bool, typer.Option("--review-again", help="Re-score answers left needing review.")
+    ] = False,
+) -> None:
+    """Score (or re-score) every answer of a session now, with a progress bar.
+
+    Answers already scored by this judge and prompt version keep their verdict; a new
+    judge or prompt version scores them all again.
+    """
+    try:
+        session_id = uuid.UUID(session)
+    except ValueError:
+        stderr.print(f"[red]error:[/red] --session: {session!r} is not a session id (a UUID)")
+        raise typer.Exit(2) from None
+    settings = get_settings()
+    if settings.is_embedded:
+        upgrade(settings.effective_database_url)
+    code = asyncio.run(_run(settings, session_id, judge, review_again))
+    raise typer.Exit(code)
+
+
+async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, again: bool) -> int:
+    engine = create_engine(settings.effective_database_url)
+    try:
+        async with unit_of_work(engine) as db:
+            if await db.get(EvalSession, session_id) is None:
+                stderr.print(f"[red]error:[/red] no session {session_id}")
+                return 1
+            name = judge or await default_judge(db, settings)
+            queued = await service.enqueue_session(
+                db,
+                session_id=session_id,
+                judge=name,
+                prompt_version=PROMPT_VERSION,
+                review_again=again,
+                now=_now(),
+            )
+        stderr.print(f"judge {name}, prompt {PROMPT_VERSION}: {queued} answers queued")
+        worker = ScoringWorker(engine=engine, settings=settings)
+        try:
+            await _drain_with_progress(engine, worker, session_id, name)
+        finally:
+            await worker.aclose()
+        async with unit_of_work(engine) as db:
+            done = await service.progress(
+                db, session_id=session_id, judge=name, prompt_version=PROMPT_VERSION
+            )
+        stdout.print(
+            json.dumps(
+                {
+                    "session": str(session_id),
+                    "judge": name,
+                    "prompt_version": PROMPT_VERSION,
+                    "answers": done.answers,
+                    "scored": done.scored,
+                    "needs_review": done.needs_review,
+                    "waiting": done.queued + done.leased,
+                    "points": done.points,
+                }
+            )
+        )
+        return 0
+    finally:
+        await engine.dispose()
+
+
+async def _drain_with_progress(
+    engine: AsyncEngine, worker: ScoringWorker, session_id: uuid.UUID, judge: str
+) -> None:
+    columns = (
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[review]} need review"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=False) as bar:
+        task = bar.add_task("scoring", total=None, review=0)
+        drain = asyncio.create_task(worker.drain())
+        while True:
+            async with unit_of_work(engine) as db:
+                now = await service.progress(
+                    db, session_id=session_id, judge=judge, prompt_version=PROMPT_VERSION
+                )
+            bar.update(
+                task,
+                total=now.answers,
+                completed=now.scored + now.needs_review,
+                review=now.needs_review,
+            )
+            if drain.done():
+                await drain
+                break
+            await asyncio.wait({drain}, timeout=0.5)
+
+
+@app.command("worker")
+def worker_command() -> None:
+    """Run a scoring worker until interrupted (PostgreSQL for work, Redis for wake-ups)."""
+    settings = get_settings()
+    if settings.is_embedded:
+        upgrade(settings.effective_database_url)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_worker_process(settings))
+
+
+@app.command("agreement")
+def agreement_command(
+    file: Annotated[
+        Path, typer.Argument(help="CSV of answer_id,rater,score[,model,model_family].")
+    ],
+    reference: Annotated[
+        str, typer.Option("--reference", help="The reference rater (human labels).")
+    ] = "human",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    family: Annotated[
+        list[str] | None,
+        typer.Option("--family", help="RATER=FAMILY, for the family-bias test (repeatable)."),
+    ] = None,
+    store: Annotated[
+        bool,
+        typer.Option("--store", help="Store each rater's figures as its calibration."),
+    ] = False,
+) -> None:
+    """Agreement of each rater with the reference: Cohen's kappa (plain and quadratic),
+    exact and within-one agreement, per model; cross-rater ranking correlation; family
+    bias (papers/004 §3.4, app. F.2, L)."""
+    families = _families(family or [])
+    try:
+        ratings = read_ratings_csv(file, reference=reference)
+        report = agreement_report(ratings, reference=reference, families=families)
+    except AgreementInputError as error:
+        stderr.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(1) from None
+    if as_json:
+        stdout.print(json.dumps(report.to_json(), indent=2, allow_nan=False))
+    else:
+        for table in render_tables(report):
+            stdout.print(table)
+    if store:
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+
+        async def work(db: AsyncSession) -> int:
+            for name, figures in report.raters.items():
+                db.add(
+                    JudgeCalibration(
+                        judge=name,
+                        prompt_version=PROMPT_VERSION,
+                        reference=reference,
+                        kappa=_finite(figures.kappa),
+                        weighted_kappa=_finite(figures.weighted_kappa),
+                        exact=figures.exact,
+                        within_one=figures.within_one,
+                        n=figures.n,
+                        source_sha256=digest,
+                    )
+                )
+            await db.flush()
+            return len(report.raters)
+
+        stored = run_in_unit_of_work(work)
+        stderr.print(f"stored the calibration of {stored} raters (prompt {PROMPT_VERSION})")
+
+
+def _families(pairs: list[str]) -> dict[str, str]:
+    families: dict[str, str] = {}
+    for pair in pairs:
+        rater, sep, name = pair.partition("=")
+        if not sep or not rater or not name:
+            raise typer.BadParameter(f"{pair!r} is not RATER=FAMILY", param_hint="--family")
+        families[rater] = name
+    return families
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else value  # NaN (undefined kappa) is stored as NULL
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,123 @@
+"""The configured judges: clients, the database-backed reply cache, the default judge.
+
+The default judge is the configured judge with the highest stored Cohen's kappa on at
+least ``judge_min_calibration_n`` answers (papers/004 §3.4: the judge is chosen by its
+agreement with human experts); without calibrations it is the first configured judge, and
+without any judge it is ``NO_JUDGE`` (objective items are scored, open ones wait for
+review).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from judge.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
+from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
+from server.config import JudgeEndpoint, Settings
+from server.scoring.models import JudgeCacheEntry, JudgeCalibration
+
+NO_JUDGE = "none"
+"""The judge name of verdicts made without any judge configured."""
+
+
+class DatabaseJudgeCache:
+    """``judge.llm_judge.JudgeCache`` in the ``judge_cache`` table: shared by every worker
+    and kept across restarts, so a reply is paid for once whoever asks again."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def get(self, key: CacheKey) -> CachedVerdict | None:
+        async with self._sessions() as db:
+            row = await db.get(JudgeCacheEntry, (key.judge, key.prompt_version, key.input_hash))
+        if row is None:
+            return None
+        return CachedVerdict(
+            rating=row.rating,
+            reason=row.reason,
+            reply=row.reply,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            cost=row.cost,
+        )
+
+    async def put(self, key: CacheKey, verdict: CachedVerdict) -> None:
+        async with self._sessions() as db, db.begin():
+            insert = postgresql.insert if db.bind.dialect.name == "postgresql" else sqlite.insert
+            stmt = insert(JudgeCacheEntry).values(
+                judge=key.judge,
+                prompt_version=key.prompt_version,
+                input_hash=key.input_hash,
+                rating=verdict.rating,
+                reason=verdict.reason,
+                reply=verdict.reply,
+                prompt_tokens=verdict.prompt_tokens,
+                completion_tokens=verdict.completion_tokens,
+                cost=verdict.cost,
+            )
+            await db.execute(stmt.on_conflict_do_nothing())
+
+
+def chat_client(endpoint: JudgeEndpoint, settings: Settings) -> ChatClient:
+    """The chat client of one configured judge."""
+    return ChatClient(
+        ChatEndpoint(
+            base_url=endpoint.base_url,
+            model=endpoint.model,
+            api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
+            read_timeout_s=endpoint.read_timeout_s,
+        ),
+        retry=RetryPolicy(max_wait_s=settings.judge_max_wait_s),
+        concurrency=settings.judge_concurrency,
+        pricing=Pricing(endpoint.input_per_mtok, endpoint.output_per_mtok),
+    )
+
+
+class JudgePanel:
+    """Every configured judge, built lazily, sharing one database cache."""
+
+    def __init__(self, settings: Settings, engine: AsyncEngine) -> None:
+        self.settings = settings
+        self._cache = DatabaseJudgeCache(async_sessionmaker(engine, expire_on_commit=False))
+        self._endpoints = {judge.name: judge for judge in settings.judges}
+        self._judges: dict[str, LlmJudge] = {}
+
+    def get(self, name: str) -> LlmJudge | None:
+        """The judge called ``name``; None for ``NO_JUDGE`` or a judge no longer configured."""
+        if name not in self._endpoints:
+            return None
+        if name not in self._judges:
+            client = chat_client(self._endpoints[name], self.settings)
+            self._judges[name] = LlmJudge(name=name, client=client, cache=self._cache)
+        return self._judges[name]
+
+    async def aclose(self) -> None:
+        for judge in self._judges.values():
+            await judge.client.aclose()
+        self._judges.clear()
+
+
+async def default_judge(db: AsyncSession, settings: Settings) -> str:
+    """The judge new answers are scored with (see the module docstring)."""
+    names = [judge.name for judge in settings.judges]
+    if not names:
+        return NO_JUDGE
+    rows = (
+        await db.execute(
+            select(JudgeCalibration.judge, JudgeCalibration.kappa, JudgeCalibration.weighted_kappa)
+            .where(
+                JudgeCalibration.judge.in_(names),
+                JudgeCalibration.n >= settings.judge_min_calibration_n,
+                JudgeCalibration.kappa.is_not(None),
+            )
+            .order_by(JudgeCalibration.created_at.desc())
+        )
+    ).all()
+    latest: dict[str, tuple[float, float]] = {}
+    for name, kappa, weighted in rows:
+        latest.setdefault(name, (kappa, weighted if weighted is not None else float("-inf")))
+    if not latest:
+        return names[0]
+    return max(latest, key=lambda name: (*latest[name], -names.index(name)))

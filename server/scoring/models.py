@@ -1,0 +1,139 @@
+"""Tables of the scoring pipeline: the outbox of answers to score, verdicts, the judge-reply
+cache and stored calibration results.
+
+Exactly-once scoring comes from the database, not from the queue: a job is claimed with
+``FOR UPDATE SKIP LOCKED`` and a lease (a crashed worker's lease runs out and another
+worker takes the job over), and a verdict is inserted with ``ON CONFLICT DO NOTHING`` on
+(answer, judge, prompt version), so a job done twice still leaves one verdict.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bank.database import Base, utcnow
+
+JOB_STATES = frozenset({"queued", "leased", "done"})
+"""queued: waiting (maybe until ``not_before``); leased: a worker holds it until
+``lease_expires_at``; done: its verdict exists."""
+
+
+class ScoringJob(Base):
+    """One answer to score with one judge and prompt version (the scoring outbox)."""
+
+    __tablename__ = "scoring_jobs"
+    __table_args__ = (
+        UniqueConstraint("session_id", "position", "judge", "prompt_version"),
+        ForeignKeyConstraint(
+            ["session_id", "position"],
+            ["answers.session_id", "answers.position"],
+            ondelete="CASCADE",
+        ),
+        Index(None, "state", "not_before"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[uuid.UUID]
+    position: Mapped[int] = mapped_column(Integer)
+    judge: Mapped[str] = mapped_column(String(100))
+    prompt_version: Mapped[str] = mapped_column(String(40))
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    not_before: Mapped[datetime] = mapped_column(default=utcnow)
+    """A deferred job (the provider asked us to wait) is not claimed before this."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Verdict(Base):
+    """The score of one answer by one judge and prompt version; at most one per key.
+
+    ``score`` is on the fig. 11 scale 0-3, or None when ``needs_review`` (the judge's reply
+    could not be read even after a reminder, or the judge stayed unavailable): such answers
+    wait for a person and are never silently scored 0.
+    """
+
+    __tablename__ = "verdicts"
+    __table_args__ = (
+        UniqueConstraint("session_id", "position", "judge", "prompt_version"),
+        ForeignKeyConstraint(
+            ["session_id", "position"],
+            ["answers.session_id", "answers.position"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[uuid.UUID]
+    position: Mapped[int] = mapped_column(Integer)
+    judge: Mapped[str] = mapped_column(String(100))
+    prompt_version: Mapped[str] = mapped_column(String(40))
+    score: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    method: Mapped[str] = mapped_column(String(16))
+    """``objective``, ``similarity`` or ``judge``: which stage of the cascade decided."""
+    needs_review: Mapped[bool] = mapped_column(Boolean, default=False)
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """The matcher's note, or the judge's stated reason."""
+    judge_reply: Mapped[str | None] = mapped_column(Text, nullable=True)
+    input_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    """Judge calls paid for this verdict (0 for the cascade's early stages and cache hits)."""
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JudgeCacheEntry(Base):
+    """A parsed judge reply, keyed by (judge, prompt version, input hash): an identical
+    request is answered from here and never paid for twice."""
+
+    __tablename__ = "judge_cache"
+
+    judge: Mapped[str] = mapped_column(String(100), primary_key=True)
+    prompt_version: Mapped[str] = mapped_column(String(40), primary_key=True)
+    input_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    rating: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reply: Mapped[str] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JudgeCalibration(Base):
+    """A judge's agreement with the human reference, stored with the judge's version
+    (papers/004 §3.4, app. F.2): the default judge is the best calibrated one."""
+
+    __tablename__ = "judge_calibrations"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    judge: Mapped[str] = mapped_column(String(100), index=True)
+    prompt_version: Mapped[str] = mapped_column(String(40))
+    reference: Mapped[str] = mapped_column(String(100))
+    kappa: Mapped[float | None] = mapped_column(Float, nullable=True)
+    weighted_kappa: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exact: Mapped[float] = mapped_column(Float)
+    within_one: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    """SHA-256 of the ratings file the figures were computed from."""
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,93 @@
+"""A scoring worker process (``proctor judge worker``): arq for wake-ups, PostgreSQL for work.
+
+The process runs one ``ScoringWorker.run_forever`` loop. An arq worker listens on Redis for
+``score_pending`` jobs (enqueued by the API after answers) and for its own cron tick; both
+only set the loop's event. If Redis goes away the arq side is restarted with backoff while
+the loop keeps draining on its poll interval, so a Redis outage slows scoring down and
+loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from arq import cron, func
+from arq.connections import RedisSettings
+from arq.worker import Worker
+
+from server.config import Settings
+from server.database import create_engine
+from server.scoring.wakeup import WAKE_FUNCTION
+from server.scoring.worker import RedisProgressEvents, ScoringWorker
+
+log = logging.getLogger(__name__)
+ARQ_RESTART_S = 1.0
+
+
+async def score_pending(ctx: dict[str, Any]) -> None:
+    """arq job: wake this process's scoring loop."""
+    ctx["wake"].set()
+
+
+def _arq_worker(redis_url: str, wake: asyncio.Event) -> Worker:
+    return Worker(
+        functions=[func(score_pending, name=WAKE_FUNCTION, keep_result=0, max_tries=1)],
+        cron_jobs=[cron(score_pending, name="score_pending_tick", second=set(range(0, 60, 10)))],
+        redis_settings=RedisSettings.from_dsn(redis_url),
+        ctx={"wake": wake},
+        handle_signals=False,
+        max_jobs=4,
+        keep_result=0,
+        poll_delay=0.2,
+        log_results=False,
+    )
+
+
+async def _supervise_arq(redis_url: str, wake: asyncio.Event) -> None:
+    """Keep an arq worker running, restarting it whenever Redis drops it."""
+    while True:
+        worker = _arq_worker(redis_url, wake)
+        try:
+            await worker.async_run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.warning("arq wake-up listener stopped (%s); restarting", error)
+            wake.set()  # wake-ups may have been lost meanwhile
+        finally:
+            with contextlib.suppress(Exception):
+                await worker.close()
+        await asyncio.sleep(ARQ_RESTART_S)
+
+
+async def run_worker_process(settings: Settings) -> None:
+    """Score until cancelled (see the module docstring)."""
+    engine = create_engine(settings.effective_database_url, pool_size=10, max_overflow=10)
+    redis = None
+    if settings.redis_url:
+        from redis.asyncio import Redis
+
+        redis = Redis.from_url(settings.redis_url)
+    worker = ScoringWorker(
+        engine=engine,
+        settings=settings,
+        events=RedisProgressEvents(redis) if redis is not None else None,
+    )
+    wake = asyncio.Event()
+    tasks = [asyncio.create_task(worker.run_forever(wake), name="scoring-loop")]
+    if settings.redis_url:
+        tasks.append(asyncio.create_task(_supervise_arq(settings.redis_url, wake), name="arq"))
+    log.info("scoring worker %s started", worker.owner)
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await worker.aclose()
+        if redis is not None:
+            await redis.aclose()
+        await engine.dispose()

@@ -1,0 +1,292 @@
+"""Database work of the scoring pipeline: enqueue, claim, record, defer, finish, progress.
+
+Every function takes an open ``AsyncSession`` and only flushes; the caller's unit of work
+commits. The worker (``server.scoring.worker``) commits each job's verdict on its own, so a
+crash loses at most the jobs in flight, and those come back when their lease runs out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import String, and_, delete, exists, func, literal, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.models import Item
+from server.scoring.models import ScoringJob, Verdict
+from server.sessions.models import Answer, EvalSession
+from server.sessions.states import SessionState, require_session_transition
+
+
+def _insert(db: AsyncSession, table: Any) -> Any:
+    """An INSERT that supports ``on_conflict_do_nothing`` on the session's dialect."""
+    dialect = db.bind.dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+async def enqueue_answer(
+    db: AsyncSession, *, session_id: uuid.UUID, position: int, judge: str, prompt_version: str
+) -> None:
+    """Put one answer in the outbox (a no-op if it is there for this judge and version)."""
+    stmt = _insert(db, ScoringJob).values(
+        session_id=session_id, position=position, judge=judge, prompt_version=prompt_version
+    )
+    await db.execute(stmt.on_conflict_do_nothing())
+
+
+async def enqueue_session(
+    db: AsyncSession,
+    *,
+    session_id: uuid.UUID,
+    judge: str,
+    prompt_version: str,
+    review_again: bool,
+    now: datetime,
+) -> int:
+    """Queue every answer of a session that has no job for this judge and version.
+
+    With ``review_again``, answers left ``needs_review`` lose that verdict and are queued
+    again. Returns how many jobs were queued.
+    """
+    queued = 0
+    if review_again:
+        keys = and_(
+            Verdict.session_id == session_id,
+            Verdict.judge == judge,
+            Verdict.prompt_version == prompt_version,
+            Verdict.needs_review.is_(True),
+        )
+        positions = list((await db.execute(select(Verdict.position).where(keys))).scalars())
+        if positions:
+            await db.execute(delete(Verdict).where(keys))
+            result = await db.execute(
+                update(ScoringJob)
+                .where(
+                    ScoringJob.session_id == session_id,
+                    ScoringJob.judge == judge,
+                    ScoringJob.prompt_version == prompt_version,
+                    ScoringJob.position.in_(positions),
+                )
+                .values(state="queued", not_before=now, attempts=0, lease_owner=None)
+            )
+            queued += result.rowcount  # type: ignore[attr-defined]
+    missing = select(
+        Answer.session_id,
+        Answer.position,
+        literal(judge, String(100)),
+        literal(prompt_version, String(40)),
+    ).where(Answer.session_id == session_id)
+    stmt = _insert(db, ScoringJob).from_select(
+        ["session_id", "position", "judge", "prompt_version"], missing
+    )
+    result = await db.execute(stmt.on_conflict_do_nothing())
+    queued += int(result.rowcount)  # type: ignore[attr-defined]
+    await db.flush()
+    return queued
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    id: int
+    session_id: uuid.UUID
+    position: int
+    judge: str
+    prompt_version: str
+    attempts: int
+
+
+async def claim(
+    db: AsyncSession, *, owner: str, limit: int, lease_s: float, now: datetime
+) -> list[ClaimedJob]:
+    """Lease up to ``limit`` claimable jobs to ``owner``: queued ones that are due, and
+    leased ones whose lease ran out (their worker died). Rows other workers are claiming
+    right now are skipped (``FOR UPDATE SKIP LOCKED``), never waited for."""
+    claimable = (
+        select(ScoringJob.id)
+        .where(
+            or_(
+                and_(ScoringJob.state == "queued", ScoringJob.not_before <= now),
+                and_(ScoringJob.state == "leased", ScoringJob.lease_expires_at < now),
+            )
+        )
+        .order_by(ScoringJob.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    stmt = (
+        update(ScoringJob)
+        .where(ScoringJob.id.in_(claimable.scalar_subquery()))
+        .values(
+            state="leased",
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            attempts=ScoringJob.attempts + 1,
+        )
+        .returning(
+            ScoringJob.id,
+            ScoringJob.session_id,
+            ScoringJob.position,
+            ScoringJob.judge,
+            ScoringJob.prompt_version,
+            ScoringJob.attempts,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    rows = (await db.execute(stmt)).all()
+    return sorted((ClaimedJob(*row) for row in rows), key=lambda job: job.id)
+
+
+@dataclass(frozen=True, slots=True)
+class JobInput:
+    """What scoring one answer needs: the stored answer and its item."""
+
+    job_id: int
+    answer: str
+    reasoning: str | None
+    qtype: str
+    question: str
+    reference: str
+    options: list[str] | None
+    language: str
+
+
+async def load_inputs(db: AsyncSession, job_ids: list[int]) -> dict[int, JobInput]:
+    """The answers and items of the given jobs, keyed by job id."""
+    rows = (
+        await db.execute(
+            select(
+                ScoringJob.id,
+                Answer.answer,
+                Answer.reasoning,
+                Item.qtype,
+                Item.question,
+                Item.answer,
+                Item.options,
+                Item.language,
+            )
+            .join(
+                Answer,
+                and_(
+                    Answer.session_id == ScoringJob.session_id,
+                    Answer.position == ScoringJob.position,
+                ),
+            )
+            .join(Item, Item.id == Answer.item_id)
+            .where(ScoringJob.id.in_(job_ids))
+        )
+    ).all()
+    return {row[0]: JobInput(*row) for row in rows}
+
+
+async def record_verdict(db: AsyncSession, *, job: ClaimedJob, values: dict[str, Any]) -> bool:
+    """Insert the job's verdict unless one exists, and mark the job done. Returns whether
+    this call inserted the verdict (False: another worker got there first)."""
+    stmt = _insert(db, Verdict).values(
+        session_id=job.session_id,
+        position=job.position,
+        judge=job.judge,
+        prompt_version=job.prompt_version,
+        **values,
+    )
+    result = await db.execute(stmt.on_conflict_do_nothing())
+    await db.execute(
+        update(ScoringJob)
+        .where(ScoringJob.id == job.id)
+        .values(state="done", lease_owner=None, lease_expires_at=None, last_error=None)
+    )
+    inserted: bool = result.rowcount == 1  # type: ignore[attr-defined]
+    return inserted
+
+
+async def defer(
+    db: AsyncSession, *, job: ClaimedJob, owner: str, until: datetime, error: str
+) -> None:
+    """Give a job back to the queue, not to be claimed before ``until`` (only if ``owner``
+    still holds it; a job another worker took over is theirs)."""
+    await db.execute(
+        update(ScoringJob)
+        .where(ScoringJob.id == job.id, ScoringJob.lease_owner == owner)
+        .values(
+            state="queued",
+            not_before=until,
+            lease_owner=None,
+            lease_expires_at=None,
+            last_error=error[:2000],
+        )
+    )
+
+
+async def finish_sessions(
+    db: AsyncSession, *, session_ids: set[uuid.UUID], now: datetime
+) -> list[uuid.UUID]:
+    """Move answered sessions whose every job is done to ``scored``; returns those moved."""
+    require_session_transition(SessionState.ANSWERED.value, SessionState.SCORED)
+    if not session_ids:
+        return []
+    open_jobs = exists().where(ScoringJob.session_id == EvalSession.id, ScoringJob.state != "done")
+    result = await db.execute(
+        update(EvalSession)
+        .where(
+            EvalSession.id.in_(session_ids),
+            EvalSession.state == SessionState.ANSWERED.value,
+            ~open_jobs,
+        )
+        .values(state=SessionState.SCORED.value)
+        .returning(EvalSession.id)
+        .execution_options(synchronize_session=False)
+    )
+    return list(result.scalars())
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringProgress:
+    """How far the scoring of one session has come, for one judge and prompt version."""
+
+    answers: int
+    queued: int
+    leased: int
+    done: int
+    scored: int
+    needs_review: int
+    points: int
+    """Sum of the 0-3 scores of the scored answers."""
+
+
+async def progress(
+    db: AsyncSession, *, session_id: uuid.UUID, judge: str | None, prompt_version: str
+) -> ScoringProgress:
+    """Counts of the session's answers, jobs and verdicts (``judge`` None: every judge)."""
+    job_filter = [ScoringJob.session_id == session_id, ScoringJob.prompt_version == prompt_version]
+    verdict_filter = [Verdict.session_id == session_id, Verdict.prompt_version == prompt_version]
+    if judge is not None:
+        job_filter.append(ScoringJob.judge == judge)
+        verdict_filter.append(Verdict.judge == judge)
+    answers = await db.scalar(
+        select(func.count()).select_from(Answer).where(Answer.session_id == session_id)
+    )
+    rows = await db.execute(
+        select(ScoringJob.state, func.count()).where(*job_filter).group_by(ScoringJob.state)
+    )
+    jobs: dict[str, int] = {state: count for state, count in rows.tuples()}
+    verdicts = (
+        await db.execute(
+            select(
+                func.count(Verdict.score),
+                func.count().filter(Verdict.needs_review.is_(True)),
+                func.coalesce(func.sum(Verdict.score), 0),
+            ).where(*verdict_filter)
+        )
+    ).one()
+    return ScoringProgress(
+        answers=answers or 0,
+        queued=jobs.get("queued", 0),
+        leased=jobs.get("leased", 0),
+        done=jobs.get("done", 0),
+        scored=verdicts[0],
+        needs_review=verdicts[1],
+        points=int(verdicts[2]),
+    )

@@ -1,0 +1,229 @@
+"""The scoring worker: claim jobs from the outbox, run the cascade and the judge, record.
+
+One ``ScoringWorker.drain`` runs ``2 x judge_concurrency`` consumer tasks over a local
+buffer refilled by ``service.claim``; the chat client bounds the calls in flight, and the
+extra consumers keep its slots busy while some jobs sleep on a provider's Retry-After.
+Each verdict commits in its own short transaction. The worker may be killed at any point:
+its leased jobs are taken over when the lease runs out, and the verdict's unique key turns
+a job done twice into one verdict (papers/004 §2.3 scoring; DESIGN "Storage").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from judge.similarity import SimilarityFilter
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+
+from judge.cascade import Cascade
+from judge.chat import ChatDeferred, ChatError
+from judge.prompts import JudgeInput
+from judge.traces import split_reasoning
+from server.config import Settings
+from server.scoring import service
+from server.scoring.judges import JudgePanel
+from server.scoring.service import ClaimedJob, JobInput
+
+log = logging.getLogger(__name__)
+MAX_ERROR_BACKOFF_S = 300.0
+
+
+class ProgressEvents(Protocol):
+    """Where the worker announces each verdict (Redis pub/sub in production)."""
+
+    async def publish(self, session_id: uuid.UUID, event: dict[str, Any]) -> None: ...
+
+
+class RedisProgressEvents:
+    """Progress events on the Redis channel ``proctor:scoring:<session id>``; fail-open."""
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+
+    async def publish(self, session_id: uuid.UUID, event: dict[str, Any]) -> None:
+        try:
+            await self._redis.publish(f"proctor:scoring:{session_id}", json.dumps(event))
+        except Exception:  # progress events are disposable; scoring must go on without them
+            log.debug("progress event not published", exc_info=True)
+
+
+@dataclass
+class _Deferral:
+    wait_s: float
+    error: str
+
+
+@dataclass
+class DrainStats:
+    """What one ``drain`` did."""
+
+    recorded: int = 0
+    duplicates: int = 0
+    """Jobs whose verdict another worker had already written."""
+    deferred: int = 0
+    sessions_scored: list[uuid.UUID] = field(default_factory=list)
+
+
+def cascade_from(settings: Settings) -> Cascade:
+    return Cascade(
+        similarity=SimilarityFilter(
+            match_at=settings.similarity_match_at,
+            mismatch_below=settings.similarity_mismatch_below,
+        )
+    )
+
+
+def worker_name() -> str:
+    """A lease owner that tells which process holds a job."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class ScoringWorker:
+    """Scores queued answers against one database; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        settings: Settings,
+        panel: JudgePanel | None = None,
+        cascade: Cascade | None = None,
+        events: ProgressEvents | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.panel = panel or JudgePanel(settings, engine)
+        self.cascade = cascade or cascade_from(settings)
+        self.events = events
+        self.owner = owner or worker_name()
+        self.consumers = 2 * settings.judge_concurrency
+        self._buffer: list[tuple[ClaimedJob, JobInput | None]] = []
+        self._refill_lock = asyncio.Lock()
+        self._exhausted = False
+
+    async def drain(self) -> DrainStats:
+        """Score until no job is claimable now (deferred jobs wait for a later drain)."""
+        stats = DrainStats()
+        touched: set[uuid.UUID] = set()
+        self._exhausted = False
+        await asyncio.gather(*(self._consume(stats, touched) for _ in range(self.consumers)))
+        async with self.sessions() as db, db.begin():
+            stats.sessions_scored = await service.finish_sessions(
+                db, session_ids=touched, now=_now()
+            )
+        return stats
+
+    async def run_forever(self, wake: asyncio.Event) -> None:
+        """Drain whenever ``wake`` is set, and every ``scoring_poll_s`` seconds anyway."""
+        while True:
+            try:
+                await self.drain()
+            except Exception:
+                log.exception("scoring drain failed; retrying after the poll interval")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=self.settings.scoring_poll_s)
+            wake.clear()
+
+    async def aclose(self) -> None:
+        await self.panel.aclose()
+
+    async def _next(self) -> tuple[ClaimedJob, JobInput | None] | None:
+        if not self._buffer and not self._exhausted:
+            async with self._refill_lock:
+                if not self._buffer and not self._exhausted:
+                    await self._refill()
+        return self._buffer.pop(0) if self._buffer else None
+
+    async def _refill(self) -> None:
+        async with self.sessions() as db, db.begin():
+            jobs = await service.claim(
+                db,
+                owner=self.owner,
+                limit=self.consumers,
+                lease_s=self.settings.scoring_lease_s,
+                now=_now(),
+            )
+            inputs = await service.load_inputs(db, [job.id for job in jobs]) if jobs else {}
+        self._exhausted = not jobs
+        self._buffer.extend((job, inputs.get(job.id)) for job in jobs)
+
+    async def _consume(self, stats: DrainStats, touched: set[uuid.UUID]) -> None:
+        while (claimed := await self._next()) is not None:
+            job, data = claimed
+            result = await self._score(job, data)
+            async with self.sessions() as db, db.begin():
+                if isinstance(result, _Deferral):
+                    until = _now() + timedelta(seconds=result.wait_s)
+                    await service.defer(
+                        db, job=job, owner=self.owner, until=until, error=result.error
+                    )
+                    stats.deferred += 1
+                    continue
+                inserted = await service.record_verdict(db, job=job, values=result)
+            touched.add(job.session_id)
+            stats.recorded += inserted
+            stats.duplicates += not inserted
+            if self.events is not None:
+                await self.events.publish(
+                    job.session_id,
+                    {"position": job.position, "score": result.get("score"), "judge": job.judge},
+                )
+
+    async def _score(self, job: ClaimedJob, data: JobInput | None) -> dict[str, Any] | _Deferral:
+        if data is None:
+            return _needs_review("the answer or its item is gone")
+        final, _trace = split_reasoning(data.answer)
+        decision = self.cascade.route(
+            qtype=data.qtype,
+            answer=final,
+            reference=data.reference,
+            options=data.options,
+            language=data.language,
+        )
+        if decision is not None:
+            return {"score": decision.score, "method": decision.method, "detail": decision.detail}
+        judge = self.panel.get(job.judge)
+        if judge is None:
+            return _needs_review(f"no judge {job.judge!r} is configured for this open answer")
+        judge_input = JudgeInput(
+            question=data.question, answer=final, reference=data.reference, language=data.language
+        )
+        try:
+            outcome = await judge.grade(judge_input)
+        except ChatDeferred as deferred:
+            return _Deferral(deferred.wait_s, f"deferred by the judge's provider: {deferred}")
+        except ChatError as error:
+            if job.attempts >= self.settings.judge_max_attempts:
+                return _needs_review(f"judge unavailable after {job.attempts} attempts: {error}")
+            return _Deferral(min(MAX_ERROR_BACKOFF_S, 5.0 * 2**job.attempts), str(error))
+        return {
+            "score": outcome.rating,
+            "method": "judge",
+            "needs_review": outcome.needs_review,
+            "detail": outcome.reason,
+            "judge_reply": outcome.reply,
+            "input_hash": outcome.input_hash,
+            "calls": outcome.calls,
+            "prompt_tokens": outcome.prompt_tokens,
+            "completion_tokens": outcome.completion_tokens,
+            "cost": outcome.cost,
+            "latency_ms": outcome.latency_s * 1000,
+        }
+
+
+def _needs_review(detail: str) -> dict[str, Any]:
+    return {"score": None, "method": "judge", "needs_review": True, "detail": detail}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
