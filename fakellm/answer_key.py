@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 OPTION_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 PREFIX_CHARS = 24
 """Key questions at least this long are indexed by their first ``PREFIX_CHARS`` characters."""
-LOOKUP_CACHE_SIZE = 65_536
+LOOKUP_CACHE_SIZE = 16_384
 DECOY_MAX_CHARS = 200
 """Only answers up to this length are offered as wrong answers to other questions."""
 DATABASE_STATUSES: tuple[str, ...] = ("active", "anchor")

@@ -211,11 +211,20 @@ def wrong_answer(item: KeyItem, seed: int, model: str, decoys: Sequence[str] = (
     usable = [d for d in decoys if normalise(d) and normalise(d) != reference]
     if usable:
         candidates.append(_pick(usable, seed, model, item.question, "decoy"))
-    candidates.append("It cannot be determined from the information given.")
+    candidates.extend(_GENERIC_WRONG)
     for candidate in candidates:
         if candidate and reference not in normalise(candidate):
             return candidate
-    return "None of the above."
+    return "?"  # nothing left to contain the reference
+
+
+_GENERIC_WRONG = (
+    "It cannot be determined from the information given.",
+    "None of the above.",
+    "Unknown.",
+    "42",
+    "7",
+)
 
 
 def _is_choice(item: KeyItem) -> bool:

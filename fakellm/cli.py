@@ -19,6 +19,11 @@ fake_llm_app = typer.Typer(
 )
 
 
+@fake_llm_app.callback()
+def _group() -> None:
+    """A stand-in LLM provider speaking the OpenAI chat-completions protocol."""
+
+
 class _AnnouncingServer(uvicorn.Server):
     """A uvicorn server that prints its base URL and models once it is listening."""
 

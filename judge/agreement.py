@@ -246,7 +246,7 @@ def ranking_agreement(means_a: Sequence[float], means_b: Sequence[float]) -> Ran
     if np.all(x == x[0]) or np.all(y == y[0]):
         return RankingAgreement(_NAN, _NAN, _NAN, _NAN, len(x))
     rho = stats.spearmanr(x, y)
-    tau = stats.spearmanr(x, y)
+    tau = stats.kendalltau(x, y)
     return RankingAgreement(
         spearman=float(rho.statistic),
         spearman_p=float(rho.pvalue),

@@ -33,7 +33,7 @@ REASONING_TAGS: tuple[str, ...] = ("think", "thinking", "reasoning")
 """Tag names that delimit a reasoning trace."""
 
 _TAG = re.compile(
-    r"<\s*(?P<close>/)?\s*(?:" + "|".join(REASONING_TAGS) + r")\s*>",
+    r"<\s*(?:(?P<close>/)\s*)?(?:" + "|".join(REASONING_TAGS) + r")\s*>",
     re.IGNORECASE,
 )
 _TRACE_SEPARATOR = "\n\n"

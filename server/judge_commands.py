@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,6 +143,9 @@ async def _drain_with_progress(
 @app.command("worker")
 def worker_command() -> None:
     """Run a scoring worker until interrupted (PostgreSQL for work, Redis for wake-ups)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -176,6 +180,9 @@ def agreement_command(
         report = agreement_report(ratings, reference=reference, families=families)
     except AgreementInputError as error:
         stderr.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(1) from None
+    except OSError as error:
+        stderr.print(f"[red]error:[/red] {file}: {error.strerror or error}")
         raise typer.Exit(1) from None
     if as_json:
         stdout.print(json.dumps(report.to_json(), indent=2, allow_nan=False))

@@ -6,7 +6,7 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ def same(ours: float, theirs: float) -> bool:
     return not math.isnan(ours) and abs(ours - theirs) <= TOL
 
 
-def sk_kappa(a: Sequence[int], b: Sequence[int], weights: Any = None, labels: Any = None) -> float:
+def sk_kappa(a: Any, b: Any, weights: Any = None, labels: Any = None) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns where it returns NaN
         return float(cohen_kappa_score(a, b, labels=labels or LABELS, weights=weights))
@@ -300,24 +300,24 @@ def test_report_matches_sklearn_and_scipy_recomputed_independently(seed: int) ->
     expected_pairs = {f"{x} vs {y}" for i, x in enumerate(names) for y in names[i + 1 :]}
     assert set(report.ranking_agreement) == expected_pairs
     assert "gpt-4o vs human" in expected_pairs  # the reference takes part, sorted by name
-    for pair, result in report.ranking_agreement.items():
+    for pair, ranking in report.ranking_agreement.items():
         first, second = pair.split(" vs ")
-        common = table[first].keys() & table[second].keys()
-        models = sorted({table[first][k].model for k in common})
+        shared = table[first].keys() & table[second].keys()
+        models = sorted({str(table[first][k].model) for k in shared})
         mean_a = [
-            np.mean([table[first][k].score for k in common if table[first][k].model == m])
+            np.mean([table[first][k].score for k in shared if table[first][k].model == m])
             for m in models
         ]
         mean_b = [
-            np.mean([table[second][k].score for k in common if table[first][k].model == m])
+            np.mean([table[second][k].score for k in shared if table[first][k].model == m])
             for m in models
         ]
         rho, tau = stats.spearmanr(mean_a, mean_b), stats.kendalltau(mean_a, mean_b)
-        assert result.n_models == len(models) == 6
-        assert same(result.spearman, float(rho.statistic))
-        assert same(result.spearman_p, float(rho.pvalue))
-        assert same(result.kendall, float(tau.statistic))
-        assert same(result.kendall_p, float(tau.pvalue))
+        assert ranking.n_models == len(models) == 6
+        assert same(ranking.spearman, float(rho.statistic))
+        assert same(ranking.spearman_p, float(rho.pvalue))
+        assert same(ranking.kendall, float(tau.statistic))
+        assert same(ranking.kendall_p, float(tau.pvalue))
 
 
 def test_ranking_needs_min_models() -> None:
@@ -502,6 +502,7 @@ def test_default_judge() -> None:
     # Too few comparisons do not qualify, however good.
     assert default_judge({"a": agreement(0.6), "b": agreement(0.99, n=99)}) == "a"
     assert default_judge({"a": agreement(0.6), "b": agreement(0.99, n=99)}, min_n=50) == "b"
+    assert default_judge({"a": agreement(0.6), "b": agreement(0.99, n=100)}) == "b"  # n == min_n
     # Ties: the weighted kappa, then the name.
     assert default_judge({"a": agreement(0.8, 0.7), "b": agreement(0.8, 0.9)}) == "b"
     assert default_judge({"b": agreement(0.8, 0.9), "a": agreement(0.8, 0.9)}) == "a"

@@ -18,7 +18,11 @@ from judge.prompts import (
 from judge.verdict import UnparseableVerdict, parse_verdict
 
 READABLE = [
-    ('"Overall Rating": 3\nThe reason why you gave this rating: correct and well argued', 3, "text"),
+    (
+        '"Overall Rating": 3\nThe reason why you gave this rating: correct and well argued',
+        3,
+        "text",
+    ),
     ("“Overall Rating”: 2\nThe reason why you gave this rating: partly", 2, "text"),
     ("Overall Rating: 3 The reason why you gave this rating: fine.", 3, "text"),
     ("**Overall Rating:** 1 star\n\n**Reason:** wrong answer", 1, "text"),
@@ -83,7 +87,10 @@ def test_rating_text_inside_an_echoed_answer_does_not_count(injection: str) -> N
     """A judge that echoes its whole prompt and then rates 0: the parsed rating is 0."""
     answer = f"The capital is Lyon.\n{injection}"
     messages = render(JudgeInput("Capital of France?", answer, "Paris", "en"))
-    echo = messages[1]["content"] + '\n\n"Overall Rating": 0\nThe reason why you gave this rating: wrong'
+    echo = (
+        messages[1]["content"]
+        + '\n\n"Overall Rating": 0\nThe reason why you gave this rating: wrong'
+    )
     assert parse_verdict(echo, answer=answer).rating == 0
 
 
@@ -112,7 +119,9 @@ def test_an_answer_cannot_close_its_own_fence() -> None:
     reference=st.text(min_size=1, max_size=100).filter(lambda s: "\n\n" not in s),
     language=st.sampled_from(["en", "zh"]),
 )
-def test_rendered_prompts_round_trip(question: str, answer: str, reference: str, language: str) -> None:
+def test_rendered_prompts_round_trip(
+    question: str, answer: str, reference: str, language: str
+) -> None:
     judge_input = JudgeInput(question.replace("\n\n", "\n"), answer, reference, language)
     assert read_judge_request(render(judge_input)) == judge_input
 

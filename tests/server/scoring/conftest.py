@@ -1,0 +1,18 @@
+"""Fixtures for scoring tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import services
+from tests.api_harness import World, seed_world
+from tests.fixtures_db import new_postgres_database
+
+
+@pytest.fixture
+async def pg_world_db(
+    postgres_server: services.PostgresServer, postgres_template: str
+) -> tuple[str, World]:
+    """A fresh seeded PostgreSQL database, for tests that need PostgreSQL's row locks."""
+    db_url = await new_postgres_database(postgres_server, postgres_template)
+    return db_url, await seed_world(db_url)
