@@ -132,13 +132,13 @@ async def table_counts(db_url: str, session_id: uuid.UUID) -> dict[str, Any]:
         await engine.dispose()
 
 
-async def wait_until(predicate: Any, *, timeout: float = 30.0, what: str = "condition") -> Any:
+async def wait_until(predicate: Any, *, within_s: float = 30.0, what: str = "condition") -> Any:
     """Poll the async ``predicate`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within_s
     while True:
         value = await predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {within_s:.0f}s waiting for {what}")
         await asyncio.sleep(0.1)

@@ -127,7 +127,7 @@ async def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
         assert (await table_counts(db_url, driven.id))["state"] == "answered"
         with worker_process(env, tmp_path / "worker-2.log"):
             counts = await wait_until(
-                lambda: _scored(db_url, driven.id), timeout=60, what="the session scored"
+                lambda: _scored(db_url, driven.id), within_s=60, what="the session scored"
             )
         calls = llm.stats()["requests"]
     assert_exactly_once(counts, 40)
@@ -218,7 +218,7 @@ async def test_a_redis_restart_loses_and_duplicates_nothing(
                 started = time.monotonic()
                 after = await drive_session(client, db_url, world, n_items=12)
                 counts_after = await wait_until(
-                    lambda: _scored(db_url, after.id), timeout=25, what="scoring after the restart"
+                    lambda: _scored(db_url, after.id), within_s=25, what="scoring after the restart"
                 )
                 after_s = time.monotonic() - started
     assert_exactly_once(counts_during, 12)
