@@ -212,7 +212,7 @@ async def test_a_redis_restart_loses_and_duplicates_nothing(
                 redis.start()
                 counts_during = await wait_until(
                     lambda: _scored(db_url, during.id),
-                    timeout=60,
+                    within_s=60,
                     what="answers sent while Redis was down",
                 )
                 started = time.monotonic()
