@@ -203,6 +203,23 @@ def _start(cmd: list[str], workdir: Path) -> FakeProvider:
             time.sleep(0.05)
 
 
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return math.nan, math.nan
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def cores_busy(before: tuple[float, float], after: tuple[float, float], wall_s: float) -> float:
+    """Cores the whole machine kept busy on average between two ``machine_busy`` calls."""
+    return (after[0] - before[0]) / wall_s if wall_s > 0 else math.nan
+
+
 # --------------------------------------------------------------------------- #
 # Inputs, bounds
 # --------------------------------------------------------------------------- #
@@ -311,6 +328,8 @@ class ClientResult:
     wall_s: float
     cpu_s: float
     server_cpu_s: float
+    machine_cores: float
+    """Cores the whole machine kept busy on average (this process, the server, others)."""
     http_calls: int
     by_status: dict[str, int]
     max_in_flight: int
@@ -376,10 +395,11 @@ async def run_client_phase(
     judge = new_judge(provider.base_url, concurrency, max_attempts)
     try:
         provider.reset()
-        server_cpu0 = provider.cpu_s()
+        server_cpu0, busy0 = provider.cpu_s(), machine_busy()
         cpu0, t0 = time.process_time(), time.perf_counter()
         outcomes = await grade_all(judge, inputs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        machine = cores_busy(busy0, machine_busy(), wall)
         server_cpu = provider.cpu_s() - server_cpu0
         stats = provider.stats()
         chat = judge.client.stats
@@ -390,6 +410,7 @@ async def run_client_phase(
             wall_s=wall,
             cpu_s=cpu,
             server_cpu_s=server_cpu,
+            machine_cores=machine,
             http_calls=int(stats["requests"]),
             by_status=dict(stats["by_status"]),
             max_in_flight=int(stats["max_in_flight"]),
@@ -477,7 +498,8 @@ def print_client(result: ClientResult, args: argparse.Namespace, tail: TailBound
     )
     print(
         f"  fake server CPU      {result.server_cpu_s:8.3f} s   "
-        f"({100 * result.server_cpu_s / result.wall_s:.0f} % of a core, another process)"
+        f"({100 * result.server_cpu_s / result.wall_s:.0f} % of a core, another process); "
+        f"whole machine {result.machine_cores:.2f} of {os.cpu_count()} cores busy"
     )
     errors = f" ({dict(result.errors)})" if result.errors else ""
     print(f"  lost {result.lost}{errors}, wrong {result.wrong}, duplicated {result.duplicated}")
@@ -644,6 +666,7 @@ class PipelineResult:
     cpu_s: float
     session_state: str
     mean_ok_latency_s: float
+    machine_cores: float
 
     @property
     def calls_per_answer(self) -> float:
@@ -793,6 +816,7 @@ async def run_pipeline(
     try:
         tail = bounds(len(driven.expected), provider)
         provider.reset()
+        busy0 = machine_busy()
         cpu0, t0 = time.process_time(), time.perf_counter()
         deadline = t0 + args.pipeline_timeout
         while True:
@@ -815,6 +839,7 @@ async def run_pipeline(
             deferral_wait += wait
             await asyncio.sleep(wait)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        machine = cores_busy(busy0, machine_busy(), wall)
         server = provider.stats()
         judge = worker.panel.get(JUDGE_NAME)
         chat = judge.client.stats if judge is not None else None
@@ -847,6 +872,7 @@ async def run_pipeline(
         cpu_s=cpu,
         session_state=str(counts["state"]),
         mean_ok_latency_s=mean_ok,
+        machine_cores=machine,
     )
     return result, tail
 
@@ -892,6 +918,10 @@ def print_pipeline(result: PipelineResult, args: argparse.Namespace, tail: TailB
         f"{1000 * result.cpu_s / max(1, result.n):.3f} ms per answer "
         f"({100 * result.cpu_s / result.wall_s:.0f} % of a core; includes the database "
         "driver and the cache/verdict transactions)"
+    )
+    print(
+        f"  whole machine        {result.machine_cores:8.2f}     of {os.cpu_count()} cores busy "
+        "(worker, PostgreSQL, fake server and anything else)"
     )
 
 
@@ -999,7 +1029,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{client.calls_per_answer:.3f} per answer; mean exchange "
             f"{1000 * client.mean_ok_latency_s:.1f} ms",
             f"client   CPU {client.cpu_ms_per_call:.3f} ms per HTTP call (target "
-            f"{TARGET_CPU_MS}: {'met' if client.cpu_ms_per_call <= TARGET_CPU_MS else 'MISSED'})",
+            f"{TARGET_CPU_MS}: {'met' if client.cpu_ms_per_call <= TARGET_CPU_MS else 'MISSED'}); "
+            f"machine {client.machine_cores:.2f} of {os.cpu_count()} cores busy",
             f"client   lost {client.lost}, wrong {client.wrong}, duplicated "
             f"{client.duplicated}; cached re-run: {client.rerun_calls} calls, "
             f"{client.rerun_cached}/{client.n} cached",
@@ -1046,8 +1077,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{pipe.verdicts}, distinct {pipe.distinct_verdicts}, jobs not done "
                     f"{pipe.not_done}, wrong {pipe.wrong}, duplicates {pipe.duplicates}",
                     f"pipeline HTTP calls {pipe.http_calls} {pipe.by_status}, "
-                    f"{pipe.calls_per_answer:.3f} per answer; worker CPU "
-                    f"{1000 * pipe.cpu_s / max(1, pipe.http_calls):.3f} ms per call",
+                    f"{pipe.calls_per_answer:.3f} per answer; mean exchange "
+                    f"{1000 * pipe.mean_ok_latency_s:.1f} ms",
+                    f"pipeline worker CPU {1000 * pipe.cpu_s / max(1, pipe.n):.3f} ms per answer "
+                    f"({100 * pipe.cpu_s / pipe.wall_s:.0f} % of a core); machine "
+                    f"{pipe.machine_cores:.2f} of {os.cpu_count()} cores busy",
                 ]
                 if pipe.n != args.n:
                     failures.append(f"pipeline: the session had {pipe.n} answers, not {args.n}")
