@@ -345,6 +345,8 @@ class ClientResult:
     rerun_calls: int = -1
     rerun_cached: int = -1
     rerun_wall_s: float = 0.0
+    rerun_bad: int = 0
+    """Answers of the re-run without the expected rating."""
 
     @property
     def calls_per_answer(self) -> float:
@@ -434,8 +436,7 @@ async def run_client_phase(
                 1 for o in again if not isinstance(o, BaseException) and o.cached
             )
             lost2, wrong2, _ = check_outcomes(again, expected)
-            result.lost += lost2 if lost == 0 else 0
-            result.wrong += wrong2 if wrong == 0 else 0
+            result.rerun_bad = lost2 + wrong2
         return result
     finally:
         await judge.client.aclose()
@@ -506,7 +507,8 @@ def print_client(result: ClientResult, args: argparse.Namespace, tail: TailBound
     if result.rerun_calls >= 0:
         print(
             f"  re-run (cache)       {result.rerun_calls} HTTP calls, "
-            f"{result.rerun_cached}/{result.n} cached, {result.rerun_wall_s * 1000:.0f} ms"
+            f"{result.rerun_cached}/{result.n} cached, {result.rerun_wall_s * 1000:.0f} ms, "
+            f"{result.rerun_bad} without the expected rating"
         )
 
 
@@ -1037,7 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if client.lost or client.wrong or client.duplicated:
             failures.append("client: lost, wrong or duplicated scores")
-        if client.rerun_calls != 0 or client.rerun_cached != client.n:
+        if client.rerun_calls != 0 or client.rerun_cached != client.n or client.rerun_bad:
             failures.append("client: the cached re-run called the provider")
 
         if args.profile:

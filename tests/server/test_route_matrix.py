@@ -42,6 +42,7 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/sessions/{session_id}"): ALL,
     ("GET", "/v1/sessions/{session_id}/next"): WRITERS,
     ("POST", "/v1/sessions/{session_id}/answers"): WRITERS,
+    ("GET", "/v1/sessions/{session_id}/scoring"): ALL,
     ("GET", "/v1/admin/sessions"): OVERSIGHT,
     ("POST", "/v1/admin/sessions/{session_id}/abort"): ADMIN,
     ("GET", "/v1/admin/audit"): OVERSIGHT,
@@ -157,6 +158,10 @@ async def _read(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/sessions/{m.shared_session}")
 
 
+async def _scoring(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/sessions/{m.shared_session}/scoring")
+
+
 async def _next(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/sessions/{await m.fresh_session()}/next")
 
@@ -191,6 +196,7 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/sessions/{session_id}"): _read,
     ("GET", "/v1/sessions/{session_id}/next"): _next,
     ("POST", "/v1/sessions/{session_id}/answers"): _answer,
+    ("GET", "/v1/sessions/{session_id}/scoring"): _scoring,
     ("GET", "/v1/admin/sessions"): static("/v1/admin/sessions"),
     ("POST", "/v1/admin/sessions/{session_id}/abort"): _abort,
     ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
