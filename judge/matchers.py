@@ -841,7 +841,7 @@ def _compare_quantities(
     if got.unit is not None and expected.unit is not None and got.unit != expected.unit:
         got_dim, got_factor, got_offset = UNITS[got.unit]
         exp_dim, exp_factor, exp_offset = UNITS[expected.unit]
-        if False:
+        if got_dim != exp_dim:
             return Match(
                 False, "number", f"unit {got.unit} ({got_dim}) vs {expected.unit} ({exp_dim})"
             )
@@ -959,6 +959,17 @@ _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|rm|operatorname|mathit)\s*(?=\{)
 
 class _Refused(Exception):
     """The expression is outside what the safe parser accepts."""
+
+
+_SYMPY_ERRORS: tuple[type[Exception], ...] = (
+    ArithmeticError,  # ZeroDivisionError, OverflowError, SymPy's PrecisionExhausted
+    TypeError,
+    ValueError,
+    AttributeError,
+    NotImplementedError,
+    RecursionError,
+)
+"""What SymPy may raise on an odd but whitelisted expression; treated as "undecided"."""
 
 
 def _convert_latex(text: str) -> str:
@@ -1179,7 +1190,7 @@ def _magnitude(value: SympyExpr) -> float | None:
     """``|value|`` as a float for a numeric SymPy value, None when not a finite real."""
     try:
         number = complex(value.evalf(15))
-    except (TypeError, ValueError, OverflowError):
+    except _SYMPY_ERRORS:
         return None
     magnitude = abs(number)
     return magnitude if math.isfinite(magnitude) else None
@@ -1295,7 +1306,9 @@ def _parse_expression(text: str) -> SympyExpr:
 def _parse_answer(text: str) -> SympyExpr | None:
     try:
         return _parse_expression(_expression_text(text))
-    except (_Refused, RecursionError, ValueError, TypeError, ZeroDivisionError):
+    except _Refused:
+        return None
+    except _SYMPY_ERRORS:
         return None
 
 
@@ -1306,7 +1319,7 @@ def _constant_value(answer: str) -> float | None:
         return None
     try:
         value = complex(expression.evalf(30))
-    except (TypeError, ValueError, OverflowError):
+    except _SYMPY_ERRORS:
         return None
     if not math.isfinite(value.real) or abs(value.imag) > 1e-12 * max(1.0, abs(value.real)):
         return None
@@ -1341,7 +1354,7 @@ def _numeric_probe(left: SympyExpr, right: SympyExpr) -> tuple[int, int, bool]:
         try:
             a = complex(left.evalf(30, subs=point))
             b = complex(right.evalf(30, subs=point))
-        except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        except _SYMPY_ERRORS:
             continue
         if not all(math.isfinite(part) for part in (a.real, a.imag, b.real, b.imag)):
             continue
@@ -1374,7 +1387,9 @@ def match_symbolic(answer: str, reference: str) -> Match:
     ``\\pi``, ``\\sin``...), then the text must consist only of digits, ``+ - * / ^ ( ) .``,
     spaces, the names ``sin cos tan log ln exp sqrt pi e`` and single-letter variables
     (``2xy`` is ``2*x*y``; ``log`` and ``ln`` are the natural logarithm). Everything else -
-    quotes, ``__``, brackets, other words, more than 200 characters - is refused, and so
+    quotes, ``__``, brackets, subscripts, words (a letter run with more than two variables,
+    two letter runs side by side), a letter followed by digits (``H2O``), more than 200
+    characters - is refused, and so
     are exponents above 1024 (above 64 on a symbolic base), numeric powers above 4096 bits
     and towers of exponentials.
 
@@ -1411,7 +1426,7 @@ def match_symbolic(answer: str, reference: str) -> Match:
             return Match(None, "symbolic", f"{shown}: equal only for positive values")
         if _cheap_to_simplify(difference) and sympy.simplify(difference) == 0:
             return Match(True, "symbolic", f"{shown}: simplify(a - b) == 0")
-    except (TypeError, ValueError, ZeroDivisionError, RecursionError, OverflowError):
+    except _SYMPY_ERRORS:
         return Match(None, "symbolic", f"{shown}: could not compare")
     return Match(None, "symbolic", f"{shown}: could not decide")
 

@@ -160,7 +160,7 @@ def input_hash(messages: list[Message]) -> str:
 
 
 _FIELDS_RE = re.compile(
-    r"(?:User|用户)[:：] ?(?P<question>.*?)\n\n(?:LLM|大模型)[:：]\n"
+    r"(?:User: |用户：)(?P<question>.*?)\n\n(?:LLM|大模型)[:：]\n"
     r"<<<LLM_RESPONSE (?P<nonce>[0-9a-f]{16})>>>\n(?P<answer>.*)\n<<<END_LLM_RESPONSE (?P=nonce)>>>"
     r"\n\n(?:The correct answer to user's question is: |该问题的正确答案是：)(?P<reference>.*?)\n\n"
     r"(?:You must provide your feedback|你必须按以下格式)",

@@ -10,54 +10,63 @@ review).
 from __future__ import annotations
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from judge.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from server.config import JudgeEndpoint, Settings
-from server.scoring.models import JudgeCacheEntry, JudgeCalibration
+from server.scoring.models import JudgeCalibration, Verdict
 
 NO_JUDGE = "none"
 """The judge name of verdicts made without any judge configured."""
 
 
-class DatabaseJudgeCache:
-    """``judge.llm_judge.JudgeCache`` in the ``judge_cache`` table: shared by every worker
-    and kept across restarts, so a reply is paid for once whoever asks again."""
+class VerdictCache:
+    """``judge.llm_judge.JudgeCache`` over the ``verdicts`` table.
+
+    A judge verdict already stores its judge, prompt version, input hash, reply and usage,
+    so the cache is a lookup of a readable verdict with the same key (an index serves it);
+    ``put`` has nothing to do because recording the verdict is the put. Shared by every
+    worker and kept across restarts: a request is paid for once whoever asks again.
+    """
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
     async def get(self, key: CacheKey) -> CachedVerdict | None:
         async with self._sessions() as db:
-            row = await db.get(JudgeCacheEntry, (key.judge, key.prompt_version, key.input_hash))
+            row = (
+                await db.execute(
+                    select(
+                        Verdict.score,
+                        Verdict.detail,
+                        Verdict.judge_reply,
+                        Verdict.prompt_tokens,
+                        Verdict.completion_tokens,
+                        Verdict.cost,
+                    )
+                    .where(
+                        Verdict.judge == key.judge,
+                        Verdict.prompt_version == key.prompt_version,
+                        Verdict.input_hash == key.input_hash,
+                        Verdict.score.is_not(None),
+                    )
+                    .limit(1)
+                )
+            ).first()
         if row is None:
             return None
         return CachedVerdict(
-            rating=row.rating,
-            reason=row.reason,
-            reply=row.reply,
+            rating=row.score,
+            reason=row.detail,
+            reply=row.judge_reply or "",
             prompt_tokens=row.prompt_tokens,
             completion_tokens=row.completion_tokens,
             cost=row.cost,
         )
 
     async def put(self, key: CacheKey, verdict: CachedVerdict) -> None:
-        async with self._sessions() as db, db.begin():
-            insert = postgresql.insert if db.bind.dialect.name == "postgresql" else sqlite.insert
-            stmt = insert(JudgeCacheEntry).values(
-                judge=key.judge,
-                prompt_version=key.prompt_version,
-                input_hash=key.input_hash,
-                rating=verdict.rating,
-                reason=verdict.reason,
-                reply=verdict.reply,
-                prompt_tokens=verdict.prompt_tokens,
-                completion_tokens=verdict.completion_tokens,
-                cost=verdict.cost,
-            )
-            await db.execute(stmt.on_conflict_do_nothing())
+        return None
 
 
 def chat_client(endpoint: JudgeEndpoint, settings: Settings) -> ChatClient:
@@ -80,7 +89,7 @@ class JudgePanel:
 
     def __init__(self, settings: Settings, engine: AsyncEngine) -> None:
         self.settings = settings
-        self._cache = DatabaseJudgeCache(async_sessionmaker(engine, expire_on_commit=False))
+        self._cache = VerdictCache(async_sessionmaker(engine, expire_on_commit=False))
         self._endpoints = {judge.name: judge for judge in settings.judges}
         self._judges: dict[str, LlmJudge] = {}
 

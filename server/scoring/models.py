@@ -1,5 +1,6 @@
-"""Tables of the scoring pipeline: the outbox of answers to score, verdicts, the judge-reply
-cache and stored calibration results.
+"""Tables of the scoring pipeline: the outbox of answers to score, verdicts (which double as
+the judge-reply cache, by judge, prompt version and input hash) and stored calibration
+results.
 
 Exactly-once scoring comes from the database, not from the queue: a job is claimed with
 ``FOR UPDATE SKIP LOCKED`` and a lease (a crashed worker's lease runs out and another
@@ -72,6 +73,7 @@ class Verdict(Base):
     __tablename__ = "verdicts"
     __table_args__ = (
         UniqueConstraint("session_id", "position", "judge", "prompt_version"),
+        Index(None, "judge", "prompt_version", "input_hash"),
         ForeignKeyConstraint(
             ["session_id", "position"],
             ["answers.session_id", "answers.position"],
@@ -98,24 +100,6 @@ class Verdict(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cost: Mapped[float] = mapped_column(Float, default=0.0)
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class JudgeCacheEntry(Base):
-    """A parsed judge reply, keyed by (judge, prompt version, input hash): an identical
-    request is answered from here and never paid for twice."""
-
-    __tablename__ = "judge_cache"
-
-    judge: Mapped[str] = mapped_column(String(100), primary_key=True)
-    prompt_version: Mapped[str] = mapped_column(String(40), primary_key=True)
-    input_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    rating: Mapped[int] = mapped_column(Integer)
-    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    reply: Mapped[str] = mapped_column(Text)
-    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    cost: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

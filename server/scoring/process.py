@@ -65,7 +65,11 @@ async def _supervise_arq(redis_url: str, wake: asyncio.Event) -> None:
 
 async def run_worker_process(settings: Settings) -> None:
     """Score until cancelled (see the module docstring)."""
-    engine = create_engine(settings.effective_database_url, pool_size=10, max_overflow=10)
+    # No pre-ping: it costs a round trip per checkout, and a dead connection only fails
+    # one job, which its lease brings back.
+    engine = create_engine(
+        settings.effective_database_url, pool_size=10, max_overflow=10, pool_pre_ping=False
+    )
     redis = None
     if settings.redis_url:
         from redis.asyncio import Redis

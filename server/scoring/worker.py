@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from judge.similarity import SimilarityFilter
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from judge.cascade import Cascade
 from judge.chat import ChatDeferred, ChatError
 from judge.prompts import JudgeInput
+from judge.similarity import SimilarityFilter
 from judge.traces import split_reasoning
 from server.config import Settings
 from server.scoring import service
@@ -149,7 +149,7 @@ class ScoringWorker:
             jobs = await service.claim(
                 db,
                 owner=self.owner,
-                limit=self.consumers,
+                limit=2 * self.consumers,
                 lease_s=self.settings.scoring_lease_s,
                 now=_now(),
             )

@@ -739,53 +739,6 @@ async def job_states(db_url: str, session_id: Any) -> tuple[dict[str, int], Any]
         await engine.dispose()
 
 
-async def session_counts(db_url: str, session_id: Any) -> dict[str, Any]:
-    """Answers, jobs by state, verdicts, distinct verdict keys and the session state.
-
-    (Like ``scoring_harness.table_counts``, which builds its jobs dict with
-    ``dict(result.tuples())``: a SQLAlchemy result has ``keys()``, so ``dict`` takes it for
-    a mapping and fails with "not subscriptable".)
-    """
-    from sqlalchemy import func, select
-
-    from server.database import create_engine, unit_of_work
-    from server.scoring.models import ScoringJob, Verdict
-    from server.sessions.models import Answer, EvalSession
-
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            answers = await db.scalar(
-                select(func.count()).select_from(Answer).where(Answer.session_id == session_id)
-            )
-            rows = await db.execute(
-                select(ScoringJob.state, func.count())
-                .where(ScoringJob.session_id == session_id)
-                .group_by(ScoringJob.state)
-            )
-            jobs = {state: int(count) for state, count in rows.tuples()}
-            n_verdicts = await db.scalar(
-                select(func.count()).select_from(Verdict).where(Verdict.session_id == session_id)
-            )
-            keys = (
-                await db.execute(
-                    select(Verdict.position, Verdict.judge, Verdict.prompt_version)
-                    .where(Verdict.session_id == session_id)
-                    .distinct()
-                )
-            ).all()
-            session = await db.get(EvalSession, session_id)
-        return {
-            "answers": int(answers or 0),
-            "jobs": jobs,
-            "verdicts": int(n_verdicts or 0),
-            "distinct_verdicts": len(keys),
-            "state": session.state if session is not None else "gone",
-        }
-    finally:
-        await engine.dispose()
-
-
 async def run_pipeline(
     db_url: str, provider: FakeProvider, args: argparse.Namespace, bounds: Any
 ) -> tuple[PipelineResult, TailBound]:
@@ -794,7 +747,7 @@ async def run_pipeline(
     from server.database import create_engine
     from server.scoring.worker import ScoringWorker
     from tests.api_harness import running_api, test_settings
-    from tests.server.scoring.scoring_harness import drive_session, verdicts
+    from tests.server.scoring.scoring_harness import drive_session, table_counts, verdicts
 
     world = await seed_bench_world(db_url, args.n)
     settings = test_settings(
@@ -811,7 +764,7 @@ async def run_pipeline(
     print(f"  session of {len(driven.expected)} answers driven through the API in {drive_s:.1f} s")
 
     # as ``proctor judge worker`` does (server/scoring/process.py)
-    engine = create_engine(db_url, pool_size=10, max_overflow=10)
+    engine = create_engine(db_url, pool_size=10, max_overflow=10, pool_pre_ping=False)
     worker = ScoringWorker(engine=engine, settings=settings)
     drains = deferred = recorded = duplicates = 0
     deferral_wait = 0.0
@@ -850,7 +803,7 @@ async def run_pipeline(
         await worker.aclose()
         await engine.dispose()
 
-    counts = await session_counts(db_url, driven.id)
+    counts = await table_counts(db_url, driven.id)
     found = {v.position: v for v in await verdicts(db_url, driven.id)}
     wrong = sum(1 for p, want in driven.expected.items() if p in found and found[p].score != want)
     jobs = {k: int(v) for k, v in counts["jobs"].items()}

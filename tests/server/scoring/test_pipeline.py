@@ -212,7 +212,7 @@ async def test_competing_workers_write_each_verdict_once(
     pg_world_db: tuple[str, World], llm: FakeLlm
 ) -> None:
     db_url, world = pg_world_db
-    settings = judge_settings(db_url, llm, scoring_in_process=False)
+    settings = judge_settings(db_url, llm, scoring_in_process=False, judge_concurrency=2)
     async with running_api(settings) as (_, client):
         driven = await drive_session(client, db_url, world, n_items=40)
     engines = [create_engine(db_url) for _ in range(3)]
