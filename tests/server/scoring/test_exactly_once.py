@@ -136,8 +136,11 @@ async def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
 
 
 async def _scored(db_url: str, session_id: uuid.UUID) -> dict[str, Any] | None:
-    counts = await table_counts(db_url, session_id)
-    return counts if counts["state"] == "scored" else None
+    """The table counts once the session is scored (read again after the state: the first
+    read is not one snapshot)."""
+    if (await table_counts(db_url, session_id))["state"] != "scored":
+        return None
+    return await table_counts(db_url, session_id)
 
 
 @contextmanager
