@@ -76,17 +76,25 @@ class World:
     b: Org
 
 
-async def seed_world(db_url: str, *, per_cell: int = 6, augment: bool = True) -> World:
-    """A bank (3 disciplines × 2 types × 2 subdisciplines × ``per_cell``, augmented), two
-    organisations with a key per role and one registered model each."""
+async def seed_world(
+    db_url: str,
+    *,
+    per_cell: int = 6,
+    augment: bool = True,
+    qtypes: tuple[str, ...] = ("multiple_choice", "short_answer"),
+    disciplines: int = 3,
+    subdisciplines: int = 2,
+) -> World:
+    """A bank (``disciplines`` × ``qtypes`` × ``subdisciplines`` × ``per_cell`` items,
+    augmented), two organisations with a key per role and one registered model each."""
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
             await make_bank(
                 db,
-                disciplines=3,
-                qtypes=["multiple_choice", "short_answer"],
-                subdisciplines=2,
+                disciplines=disciplines,
+                qtypes=qtypes,
+                subdisciplines=subdisciplines,
                 per_cell=per_cell,
                 augment=augment,
             )

@@ -676,41 +676,20 @@ class PipelineResult:
 
 
 async def seed_bench_world(db_url: str, n_items: int) -> Any:
-    """A short-answer-only bank of at least ``n_items`` families, one organisation with a
-    key per role and a registered model (as ``tests.api_harness.seed_world``)."""
-    from server.auth.service import create_api_key
-    from server.database import create_engine, unit_of_work
-    from server.registry.models import RegisteredModel
-    from tests.api_harness import ROLES, Org, World
-    from tests.factories import make_bank, make_org
+    """A short-answer-only bank of at least ``n_items`` families, organisations, keys and
+    models (``tests.api_harness.seed_world``)."""
+    from tests.api_harness import seed_world
 
     disciplines, subdisciplines = 4, 4
     per_cell = math.ceil(n_items * 1.1 / (disciplines * subdisciplines))
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            await make_bank(
-                db,
-                disciplines=disciplines,
-                qtypes=["short_answer"],
-                subdisciplines=subdisciplines,
-                per_cell=per_cell,
-            )
-        orgs = []
-        async with unit_of_work(engine) as db:
-            for name in ("org-a", "org-b"):
-                org = await make_org(db, name)
-                record = Org(org.id, name)
-                for role in ROLES:
-                    _, record.keys[role] = await create_api_key(db, org_id=org.id, role=role)
-                model = RegisteredModel(org_id=org.id, name=f"model-{name}", api_snapshot="v1")
-                db.add(model)
-                await db.flush()
-                record.model_id = model.id
-                orgs.append(record)
-        return World(*orgs)
-    finally:
-        await engine.dispose()
+    return await seed_world(
+        db_url,
+        per_cell=per_cell,
+        augment=False,
+        qtypes=("short_answer",),
+        disciplines=disciplines,
+        subdisciplines=subdisciplines,
+    )
 
 
 async def job_states(db_url: str, session_id: Any) -> tuple[dict[str, int], Any]:
