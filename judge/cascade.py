@@ -30,6 +30,7 @@ SEMI_OBJECTIVE_QTYPES = frozenset(
 )
 """Everything else (short answer, essay, material analysis, reading comprehension, and any
 type we do not know) is open: the judge decides."""
+DECIDABLE_QTYPES = OBJECTIVE_QTYPES | SEMI_OBJECTIVE_QTYPES
 
 Method = Literal["objective", "similarity", "judge"]
 
@@ -65,8 +66,7 @@ class Cascade:
         to an objective or semi-objective item is wrong; to an open item it goes to the
         judge like any other.
         """
-        open_item = qtype not in OBJECTIVE_QTYPES | SEMI_OBJECTIVE_QTYPES
-        if open_item:
+        if qtype not in DECIDABLE_QTYPES:
             return None
         if not answer.strip():
             return Decision(self.policy.wrong, "objective", "empty answer")

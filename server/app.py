@@ -3,7 +3,9 @@
 ``create_app(settings)`` builds it; the lifespan creates the engine, Redis (or the
 in-process stand-in), the token codec and the audit writer, refuses to start on a
 database that would not keep acknowledged answers (``fsync`` or ``synchronous_commit``
-off), and runs the sweeper that expires sessions past their deadline.
+off), runs the sweeper that expires sessions past their deadline, picks the default judge,
+and either runs the scoring worker in process or wakes ``proctor judge worker`` processes
+through arq.
 """
 
 from __future__ import annotations
