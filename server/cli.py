@@ -7,6 +7,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from fakellm.cli import fake_llm_app
+from server.analyze_commands import analyze_command
 from server.auth.service import create_api_key
 from server.bank_commands import app as bank_app
 from server.config import get_settings
@@ -23,6 +24,7 @@ app.add_typer(bank_app, name="bank")
 app.add_typer(admin_app, name="admin")
 app.add_typer(fake_llm_app, name="fake-llm", help="A stand-in OpenAI-compatible LLM server.")
 app.add_typer(judge_app, name="judge")
+app.command("analyze")(analyze_command)
 
 
 @db_app.command("upgrade")

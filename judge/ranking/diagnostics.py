@@ -1,0 +1,671 @@
+"""Capability diagnostics of a model-by-dimension score matrix (papers/003 §3.5, §5-6).
+
+Three descriptive statistics of how uneven models are across capability dimensions
+(DESIGN.md "Ranking"; issue 5):
+
+* :func:`anisotropy_index` (papers/003 eq. 3): ``AI = 1 - mean r(d_a, d_b)``, the mean
+  Pearson correlation, across models, over every unique pair of dimension columns.
+* :func:`rank_stability_amplitude` (papers/003 §3.5, §6.1): a model's rank under several
+  weighting schemes; ``RSA = max rank - min rank``. :data:`RELE_SCHEMES` maps ReLE's three
+  schemes onto the ten LLMEval-Fair disciplines.
+* :func:`capability_inconsistency` (papers/003 eq. 4-5): the coefficient of variation of a
+  model's difficulty-adjusted dimension scores, with a smoothing floor under the mean.
+
+The equations of papers/003 were lost in the text extraction; the formulas here follow the
+paper's prose and DESIGN.md, which restates them, and each function documents the exact
+formula and every choice the text leaves open.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from numbers import Real
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+TIE_TOLERANCE = 1e-9
+"""Scheme scores closer than ``TIE_TOLERANCE * max(1, max |score|)`` are ranked as tied, so
+that models whose weighted means are equal in exact arithmetic (e.g. Baidu-3.5 and
+ChatGLM-Pro in papers/004 table 8) are not split by floating-point rounding."""
+
+
+# --------------------------------------------------------------------------------------
+# The score matrix
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScoreMatrix:
+    """Scores of models (rows) on capability dimensions (columns).
+
+    Attributes
+    ----------
+    models : tuple of str
+        Row labels, unique and non-empty.
+    dimensions : tuple of str
+        Column labels, unique and non-empty.
+    scores : ndarray of float, shape (n_models, n_dimensions)
+        Finite scores; a read-only copy of what was given.
+    """
+
+    models: tuple[str, ...]
+    dimensions: tuple[str, ...]
+    scores: FloatArray = field(repr=False)
+
+    def __init__(
+        self,
+        models: Sequence[str],
+        dimensions: Sequence[str],
+        scores: npt.ArrayLike,
+    ) -> None:
+        values = np.array(scores, dtype=np.float64)
+        if values.ndim != 2 or values.shape != (len(models), len(dimensions)):
+            raise ValueError(
+                f"scores have shape {values.shape}, expected ({len(models)} models, "
+                f"{len(dimensions)} dimensions)"
+            )
+        for kind, names in (("model", models), ("dimension", dimensions)):
+            if not names:
+                raise ValueError(f"a score matrix needs at least one {kind}")
+            seen: set[str] = set()
+            for name in names:
+                if not name:
+                    raise ValueError(f"a {kind} name is empty")
+                if name in seen:
+                    raise ValueError(f"{kind} {name!r} appears twice")
+                seen.add(name)
+        bad = np.argwhere(~np.isfinite(values))
+        if len(bad):
+            row, col = (int(i) for i in bad[0])
+            raise ValueError(
+                f"model {models[row]!r}, dimension {dimensions[col]!r}: score "
+                f"{values[row, col]!r} is not a finite number"
+            )
+        values.setflags(write=False)
+        object.__setattr__(self, "models", tuple(models))
+        object.__setattr__(self, "dimensions", tuple(dimensions))
+        object.__setattr__(self, "scores", values)
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[str, Mapping[str, float]]) -> ScoreMatrix:
+        """Build a matrix from ``{model: {dimension: score}}``.
+
+        The dimensions are those of the first model, in its order; every model must have
+        exactly the same dimensions.
+        """
+        if not rows:
+            raise ValueError("a score matrix needs at least one model")
+        first = next(iter(rows.values()))
+        dimensions = tuple(first)
+        for model, scores in rows.items():
+            if set(scores) != set(dimensions):
+                raise ValueError(
+                    f"model {model!r} has dimensions {sorted(scores)}, expected "
+                    f"{sorted(dimensions)}"
+                )
+        table = [[float(scores[d]) for d in dimensions] for scores in rows.values()]
+        return cls(tuple(rows), dimensions, table)
+
+    def select(self, dimensions: Sequence[str]) -> ScoreMatrix:
+        """The same models on ``dimensions`` only (in that order)."""
+        missing = [d for d in dimensions if d not in self.dimensions]
+        if missing:
+            raise ValueError(
+                f"unknown dimension {missing[0]!r} (dimensions: {', '.join(self.dimensions)})"
+            )
+        columns = [self.dimensions.index(d) for d in dimensions]
+        return ScoreMatrix(self.models, tuple(dimensions), self.scores[:, columns])
+
+    def mean_scores(self) -> dict[str, float]:
+        """Model -> the unweighted mean of its dimension scores."""
+        return dict(zip(self.models, (float(m) for m in self.scores.mean(axis=1)), strict=True))
+
+
+# --------------------------------------------------------------------------------------
+# Anisotropy index (papers/003 eq. 3)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AnisotropyResult:
+    """The anisotropy index of a score matrix (see :func:`anisotropy_index`).
+
+    Attributes
+    ----------
+    index : float
+        ``1 - mean_correlation``; 0 when every pair of dimensions is perfectly positively
+        correlated, up to 2 when all are perfectly anti-correlated. NaN when no pair has
+        a defined correlation.
+    mean_correlation : float
+        The mean Pearson correlation over the ``n_pairs`` pairs with a defined
+        correlation; NaN when there are none.
+    n_pairs : int
+        How many unique dimension pairs were averaged.
+    undefined_pairs : tuple of (str, str)
+        Pairs left out because one of the columns is constant across models (its Pearson
+        correlation is 0/0).
+    dimensions : tuple of str
+        The dimensions, in the order of ``correlation``.
+    correlation : ndarray, shape (n_dimensions, n_dimensions)
+        The Pearson correlation matrix across models (``np.corrcoef`` of the columns);
+        NaN in the rows and columns of constant dimensions, including their diagonal.
+    """
+
+    index: float
+    mean_correlation: float
+    n_pairs: int
+    undefined_pairs: tuple[tuple[str, str], ...]
+    dimensions: tuple[str, ...]
+    correlation: FloatArray = field(repr=False)
+
+
+def _pearson_matrix(values: FloatArray) -> FloatArray:
+    """Pearson correlation of the columns of ``values``; NaN for constant columns."""
+    spread = np.ptp(values, axis=0)
+    constant = spread == 0
+    # Scale each column to a range of 1 first (r is scale-free), so that the squares below
+    # can neither underflow nor overflow; a non-constant column then has a norm >= 0.5.
+    centred = (values - values.mean(axis=0)) / np.where(constant, 1.0, spread)
+    norms = np.sqrt((centred**2).sum(axis=0))
+    unit = centred / np.where(constant, 1.0, norms)
+    corr = np.clip(unit.T @ unit, -1.0, 1.0)
+    corr[constant, :] = np.nan
+    corr[:, constant] = np.nan
+    return np.asarray(corr, dtype=np.float64)
+
+
+def anisotropy_index(
+    matrix: ScoreMatrix, dimensions: Sequence[str] | None = None
+) -> AnisotropyResult:
+    """Anisotropy index: 1 minus the mean inter-dimension Pearson correlation.
+
+    papers/003 eq. 3 (§5.1; DESIGN.md "Ranking"). With ``D`` dimensions and ``v_j`` the
+    vector of all models' scores on dimension ``j``:
+
+    .. math:: AI = 1 - \\frac{2}{D(D-1)} \\sum_{a < b} r(v_a, v_b)
+
+    where ``r`` is the Pearson correlation across models. A dimension whose scores are the
+    same for every model has no defined correlation with anything (0/0); the pairs that
+    involve it are left out of the mean and listed in ``undefined_pairs`` (``scipy.stats``
+    would return NaN with a ``ConstantInputWarning``). If no pair is left, the index is
+    NaN.
+
+    Parameters
+    ----------
+    matrix : ScoreMatrix
+        At least two models.
+    dimensions : sequence of str, optional
+        The dimensions to use (default: all of them); at least two.
+
+    Returns
+    -------
+    AnisotropyResult
+
+    Raises
+    ------
+    ValueError
+        Fewer than two models or dimensions, or an unknown dimension.
+    """
+    if dimensions is not None:
+        matrix = matrix.select(dimensions)
+    n_models, n_dims = matrix.scores.shape
+    if n_models < 2:
+        raise ValueError(f"the anisotropy index needs at least two models, got {n_models}")
+    if n_dims < 2:
+        raise ValueError(f"the anisotropy index needs at least two dimensions, got {n_dims}")
+    corr = _pearson_matrix(matrix.scores)
+    corr.setflags(write=False)
+    defined: list[float] = []
+    undefined: list[tuple[str, str]] = []
+    for a, b in combinations(range(n_dims), 2):
+        value = float(corr[a, b])
+        if math.isnan(value):
+            undefined.append((matrix.dimensions[a], matrix.dimensions[b]))
+        else:
+            defined.append(value)
+    mean = math.fsum(defined) / len(defined) if defined else math.nan
+    return AnisotropyResult(
+        index=1.0 - mean,
+        mean_correlation=mean,
+        n_pairs=len(defined),
+        undefined_pairs=tuple(undefined),
+        dimensions=matrix.dimensions,
+        correlation=corr,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Weighting schemes and Rank Stability Amplitude (papers/003 §3.5, §6.1)
+# --------------------------------------------------------------------------------------
+
+LLMEVAL_FAIR_DISCIPLINES: tuple[str, ...] = (
+    "Engineering",
+    "Economics",
+    "Education",
+    "Law",
+    "Literature",
+    "Management",
+    "Science",
+    "History",
+    "Medicine",
+    "Military",
+)
+"""The ten evaluated disciplines of papers/004 (§2.1, table 8), in table 8's order."""
+
+RELE_DOMAIN_DISCIPLINES: dict[str, tuple[str, ...]] = {
+    "Language & Instruction": ("Literature",),
+    "Reasoning & Math": ("Science", "Engineering"),
+    "Education": ("Education",),
+    "Healthcare": ("Medicine",),
+    "Finance": ("Economics",),
+    "Law & Public Admin": ("Law",),
+    "Agent & Tool Use": (),
+}
+"""ReLE's seven core domains (papers/003 table 3) -> the LLMEval-Fair disciplines they
+cover. Literature (Chinese language and literature) stands for language; Science (which
+holds mathematics) and Engineering for reasoning and maths. Management, History and
+Military have no ReLE counterpart and are "others" in every scheme; no discipline
+measures agent and tool use."""
+
+
+def _rele_scheme(groups: Mapping[tuple[str, ...], float], rest: float) -> dict[str, float]:
+    """Spread each group of ReLE domains' share evenly over the group's disciplines and
+    ``rest`` evenly over the disciplines of no group; drop shares with no discipline;
+    normalise to sum 1."""
+    weights: dict[str, float] = {}
+    for domains, share in groups.items():
+        members = [d for domain in domains for d in RELE_DOMAIN_DISCIPLINES[domain]]
+        for discipline in members:
+            weights[discipline] = share / len(members)
+    others = [d for d in LLMEVAL_FAIR_DISCIPLINES if d not in weights]
+    for discipline in others:
+        weights[discipline] = rest / len(others)
+    total = math.fsum(weights.values())
+    return {d: weights[d] / total for d in LLMEVAL_FAIR_DISCIPLINES}
+
+
+RELE_SCHEMES: dict[str, dict[str, float]] = {
+    "general": _rele_scheme(
+        {("Language & Instruction",): 0.40, ("Reasoning & Math",): 0.20}, rest=0.40
+    ),
+    "professional": _rele_scheme(
+        {("Education", "Healthcare", "Finance", "Law & Public Admin"): 0.60}, rest=0.40
+    ),
+    "reasoning": _rele_scheme(
+        {("Reasoning & Math",): 0.50, ("Agent & Tool Use",): 0.20}, rest=0.30
+    ),
+}
+"""ReLE's three weighting schemes (papers/003 §6.1) on the ten LLMEval-Fair disciplines.
+
+Each scheme gives shares to groups of ReLE domains (mapped to disciplines by
+:data:`RELE_DOMAIN_DISCIPLINES`), splits a group's share evenly across its disciplines and
+the remaining share evenly across the disciplines outside the named groups; weights are
+normalised to sum to 1.
+
+* ``general`` (General-heavy, "balanced"): 40% language (Literature), 20% reasoning
+  (Science, Engineering 10% each), and the remaining 40% over the seven other disciplines
+  (4/70 each). The paper's "10% for others" cannot hold per domain with five other ReLE
+  domains (40 + 20 + 5 x 10 = 110%); it is read as "the rest, shared by the others".
+* ``professional`` (Professional-heavy): 60% on Education, Medicine, Economics (finance)
+  and Law (15% each), 40% over the six others (1/15 each).
+* ``reasoning`` (Reasoning-heavy, cost-sensitive): 50% on reasoning and maths (Science,
+  Engineering), 20% on agent tasks, 30% over the eight others. No discipline measures
+  agent tasks, so that 20% is dropped and the rest renormalised: 62.5% on Science and
+  Engineering (31.25% each), 37.5% over the others (4.6875% each), keeping the paper's
+  5 : 3 ratio between reasoning and the rest.
+"""
+
+
+class SchemeError(ValueError):
+    """Weighting schemes that cannot be used; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def validate_schemes(schemes: object, dimensions: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Check weighting schemes ``{"scheme": {"dimension": weight, ...}, ...}``.
+
+    The format of ``proctor analyze --schemes`` (issue 5), e.g. parsed JSON. A scheme
+    names some or all of ``dimensions``; a dimension it does not name has weight 0.
+    Weights are finite non-negative numbers (not booleans) and each scheme's weights have
+    a positive sum; they need not sum to 1 (:func:`scheme_scores` normalises them).
+
+    Parameters
+    ----------
+    schemes : object
+        The candidate schemes.
+    dimensions : sequence of str
+        The dimensions of the score matrix.
+
+    Returns
+    -------
+    dict of str to dict of str to float
+        The schemes, with weights as floats, in the given order.
+
+    Raises
+    ------
+    SchemeError
+        Listing every problem: not a non-empty object of objects, an empty scheme name or
+        scheme, an unknown dimension (named, with the known ones), a weight that is not a
+        finite number or is negative, or a scheme whose weights are all 0.
+    """
+    if not isinstance(schemes, Mapping) or not schemes:
+        raise SchemeError(
+            ['expected a non-empty object {"scheme": {"dimension": weight, ...}, ...}']
+        )
+    known = set(dimensions)
+    problems: list[str] = []
+    valid: dict[str, dict[str, float]] = {}
+    for name, weights in schemes.items():
+        where = f"scheme {name!r}"
+        if not isinstance(name, str) or not name:
+            problems.append(f"{where}: a scheme name must be a non-empty string")
+            continue
+        if not isinstance(weights, Mapping) or not weights:
+            problems.append(f'{where}: expected a non-empty object {{"dimension": weight}}')
+            continue
+        checked: dict[str, float] = {}
+        before = len(problems)
+        for dimension, weight in weights.items():
+            if dimension not in known:
+                problems.append(
+                    f"{where}: unknown dimension {dimension!r} "
+                    f"(dimensions: {', '.join(dimensions)})"
+                )
+            elif isinstance(weight, bool) or not isinstance(weight, Real):
+                problems.append(f"{where}: {dimension}: weight {weight!r} is not a number")
+            elif not math.isfinite(float(weight)):
+                problems.append(f"{where}: {dimension}: weight {weight!r} is not finite")
+            elif weight < 0:
+                problems.append(f"{where}: {dimension}: weight {weight!r} is negative")
+            else:
+                checked[dimension] = float(weight)
+        if len(problems) == before and math.fsum(checked.values()) <= 0:
+            problems.append(f"{where}: the weights sum to 0")
+        valid[name] = checked
+    if problems:
+        raise SchemeError(problems)
+    return valid
+
+
+def scheme_scores(matrix: ScoreMatrix, weights: Mapping[str, float]) -> dict[str, float]:
+    """Each model's score under a weighting scheme: the weighted mean of its dimension
+    scores, ``sum_j w_j x_mj / sum_j w_j`` (papers/003 §6.1; issue 5).
+
+    Dimensions missing from ``weights`` weigh 0. Raises :class:`SchemeError` on invalid
+    weights (see :func:`validate_schemes`).
+    """
+    checked = validate_schemes({"scheme": weights}, matrix.dimensions)["scheme"]
+    w = np.array([checked.get(d, 0.0) for d in matrix.dimensions], dtype=np.float64)
+    values = matrix.scores @ (w / w.sum())
+    return dict(zip(matrix.models, (float(v) for v in values), strict=True))
+
+
+def competition_ranks(values: Sequence[float] | FloatArray) -> IntArray:
+    """Ranks, 1 for the highest value, ties sharing the best ("1224") rank.
+
+    ``rank_i = 1 + #{j : v_j > v_i + tol}`` with
+    ``tol = TIE_TOLERANCE * max(1, max |v|)``: values within ``tol`` of each other tie
+    (for exact values this is ``scipy.stats.rankdata(-v, method="min")``).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"expected a 1-D sequence, got shape {v.shape}")
+    if v.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    tol = TIE_TOLERANCE * max(1.0, float(np.max(np.abs(v))))
+    ordered = np.sort(v)
+    above = v.size - np.searchsorted(ordered, v + tol, side="right")
+    return np.asarray(above + 1, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class RankStability:
+    """A model's ranks across weighting schemes (see :func:`rank_stability_amplitude`).
+
+    Attributes
+    ----------
+    amplitude : int
+        ``RSA = max rank - min rank`` over the schemes; 0 with a single scheme.
+    ranks : dict of str to int
+        Scheme -> the model's rank (1 = best).
+    scores : dict of str to float
+        Scheme -> the model's weighted mean score.
+    """
+
+    amplitude: int
+    ranks: dict[str, int]
+    scores: dict[str, float]
+
+
+def rank_stability_amplitude(
+    matrix: ScoreMatrix, schemes: Mapping[str, Mapping[str, float]]
+) -> dict[str, RankStability]:
+    """Rank Stability Amplitude of every model over weighting schemes.
+
+    papers/003 §3.5 and §6.1 (DESIGN.md "Ranking"; issue 5). Under scheme ``k`` with
+    weights ``w_k`` a model's score is the weighted mean of its dimension scores,
+    ``s_mk = sum_j w_kj x_mj / sum_j w_kj``; the models are ranked by it, rank 1 the best,
+    with competition ranking for ties (tied models share the best of their ranks, as
+    ``scipy.stats.rankdata(-s, method="min")``; scores within :data:`TIE_TOLERANCE` count
+    as tied); and
+
+    .. math:: RSA_m = \\max_k \\mathrm{rank}_{mk} - \\min_k \\mathrm{rank}_{mk}.
+
+    Parameters
+    ----------
+    matrix : ScoreMatrix
+    schemes : mapping of str to mapping of str to float
+        Scheme -> dimension -> weight, checked by :func:`validate_schemes` (unknown
+        dimensions, negative weights and all-zero schemes are errors; a dimension a scheme
+        does not name weighs 0). :data:`RELE_SCHEMES` for the ten LLMEval-Fair disciplines.
+
+    Returns
+    -------
+    dict of str to RankStability
+        Model -> its RSA, ranks and scores, in the matrix's model order.
+
+    Raises
+    ------
+    SchemeError
+        Invalid schemes.
+    """
+    checked = validate_schemes(schemes, matrix.dimensions)
+    ranks: dict[str, IntArray] = {}
+    scores: dict[str, FloatArray] = {}
+    for name, weights in checked.items():
+        w = np.array([weights.get(d, 0.0) for d in matrix.dimensions], dtype=np.float64)
+        scores[name] = matrix.scores @ (w / w.sum())
+        ranks[name] = competition_ranks(scores[name])
+    result: dict[str, RankStability] = {}
+    for i, model in enumerate(matrix.models):
+        model_ranks = {name: int(r[i]) for name, r in ranks.items()}
+        result[model] = RankStability(
+            amplitude=max(model_ranks.values()) - min(model_ranks.values()),
+            ranks=model_ranks,
+            scores={name: float(s[i]) for name, s in scores.items()},
+        )
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Capability inconsistency (papers/003 §6.2, eq. 4-5)
+# --------------------------------------------------------------------------------------
+
+DEFAULT_DIFFICULTY_ANCHORS = 10
+"""papers/003 §6.2: a dimension's difficulty comes from "the average performance of top-10
+anchor models"."""
+
+DEFAULT_CI_FLOOR = 0.1
+"""The smoothing floor under the mean difficulty-adjusted score (see
+:func:`capability_inconsistency`)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CapabilityInconsistency:
+    """Capability inconsistency of every model (see :func:`capability_inconsistency`).
+
+    Attributes
+    ----------
+    values : dict of str to float
+        Model -> ``CI = std(adjusted) / max(mean(adjusted), floor)``.
+    difficulty : dict of str to float
+        Dimension -> the difficulty parameter ``b_j`` its scores were divided by.
+    anchors : tuple of str
+        The models whose mean scores gave ``difficulty`` (empty when it was given).
+    floor : float
+        The smoothing floor ``epsilon``.
+    floored : tuple of str
+        Models whose mean adjusted score was below the floor (their CI used the floor).
+    dimensions : tuple of str
+        Column order of ``adjusted``.
+    adjusted : ndarray, shape (n_models, n_dimensions)
+        The difficulty-adjusted scores ``x_mj / b_j``.
+    """
+
+    values: dict[str, float]
+    difficulty: dict[str, float]
+    anchors: tuple[str, ...]
+    floor: float
+    floored: tuple[str, ...]
+    dimensions: tuple[str, ...]
+    adjusted: FloatArray = field(repr=False)
+
+
+def difficulty_anchors(matrix: ScoreMatrix, count: int = DEFAULT_DIFFICULTY_ANCHORS) -> list[int]:
+    """Row indices of the ``count`` models with the highest mean dimension score.
+
+    Fewer when the matrix has fewer models; ties at the cut go to the earlier row.
+    """
+    if count < 1:
+        raise ValueError(f"the number of difficulty anchors must be at least 1, got {count}")
+    means = matrix.scores.mean(axis=1)
+    order = sorted(range(len(means)), key=lambda i: (-means[i], i))
+    return order[:count]
+
+
+def capability_inconsistency(
+    matrix: ScoreMatrix,
+    *,
+    difficulty: Mapping[str, float] | None = None,
+    anchors: int = DEFAULT_DIFFICULTY_ANCHORS,
+    floor: float = DEFAULT_CI_FLOOR,
+) -> CapabilityInconsistency:
+    """Capability inconsistency: the regularised coefficient of variation of a model's
+    difficulty-adjusted dimension scores (papers/003 §3.5, §6.2 eq. 4-5; DESIGN.md
+    "Ranking").
+
+    1. Difficulty (papers/003 §6.2): each dimension ``j`` has a difficulty parameter
+       ``b_j``, by default the mean score on ``j`` of the ``anchors`` top models (the
+       "top-10 anchor models"; the top models are those with the highest unweighted mean
+       dimension score). With ``anchors`` at least the number of models, ``b_j`` is the
+       dimension's mean across all models.
+    2. Adjusted scores: ``x~_mj = x_mj / b_j``, 1 meaning "as good as the anchors".
+    3. With ``mu_m`` and ``sigma_m`` the mean and the population standard deviation
+       (``ddof=0``) of ``x~_m1 .. x~_mD``:
+
+       .. math:: CI_m = \\frac{\\sigma_m}{\\max(\\mu_m, \\varepsilon)}
+
+    The floor ``epsilon`` keeps CI bounded for models that score near zero everywhere
+    (where the plain ratio explodes). Eq. 5 itself was lost in extraction; the paper calls
+    ``epsilon`` a smoothing constant "derived from the theoretical minimum score of random
+    guessing", DESIGN.md a smoothing floor. A floor (rather than ``mu + epsilon``) leaves CI
+    the exact coefficient of variation for every model above it. LLMEval-Fair items are
+    open-ended and judged 0-3 (multiple-choice items are turned into fill-in-the-blank
+    variants), so a random guesser scores about 0 and gives no usable constant; the
+    default 0.1 means "a tenth of the anchors' level", below every model of papers/004
+    table 8 (the weakest is at about 0.26).
+
+    Parameters
+    ----------
+    matrix : ScoreMatrix
+    difficulty : mapping of str to float, optional
+        ``b_j`` per dimension, overriding the anchors' means; must cover every dimension.
+    anchors : int, default 10
+        How many top models define ``b_j`` when ``difficulty`` is not given.
+    floor : float, default 0.1
+        ``epsilon``, positive, in units of the adjusted scores.
+
+    Returns
+    -------
+    CapabilityInconsistency
+
+    Raises
+    ------
+    ValueError
+        A non-positive or non-finite floor, fewer than one anchor, a ``difficulty`` that
+        misses a dimension or names an unknown one, or a difficulty ``b_j`` that is not
+        positive (named).
+    """
+    if not (math.isfinite(floor) and floor > 0):
+        raise ValueError(f"the smoothing floor must be a positive number, got {floor!r}")
+    anchor_names: tuple[str, ...] = ()
+    if difficulty is None:
+        rows = difficulty_anchors(matrix, anchors)
+        anchor_names = tuple(matrix.models[i] for i in rows)
+        b = matrix.scores[rows].mean(axis=0)
+    else:
+        unknown = [d for d in difficulty if d not in matrix.dimensions]
+        missing = [d for d in matrix.dimensions if d not in difficulty]
+        if unknown:
+            raise ValueError(f"difficulty names unknown dimension {unknown[0]!r}")
+        if missing:
+            raise ValueError(f"difficulty misses dimension {missing[0]!r}")
+        b = np.array([float(difficulty[d]) for d in matrix.dimensions], dtype=np.float64)
+    for dimension, value in zip(matrix.dimensions, b, strict=True):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(
+                f"dimension {dimension!r}: difficulty {float(value):g} is not positive; "
+                "difficulty-adjusted scores need a positive difficulty"
+            )
+    adjusted = matrix.scores / b
+    adjusted.setflags(write=False)
+    mu = adjusted.mean(axis=1)
+    sigma = adjusted.std(axis=1, ddof=0)
+    ci = sigma / np.maximum(mu, floor)
+    return CapabilityInconsistency(
+        values=dict(zip(matrix.models, (float(v) for v in ci), strict=True)),
+        difficulty=dict(zip(matrix.dimensions, (float(v) for v in b), strict=True)),
+        anchors=anchor_names,
+        floor=float(floor),
+        floored=tuple(m for m, v in zip(matrix.models, mu, strict=True) if v < floor),
+        dimensions=matrix.dimensions,
+        adjusted=adjusted,
+    )
+
+
+def json_float(value: float) -> float | None:
+    """``value`` for JSON: NaN becomes ``None``."""
+    return None if math.isnan(value) else float(value)
+
+
+__all__: list[str] = [
+    "DEFAULT_CI_FLOOR",
+    "DEFAULT_DIFFICULTY_ANCHORS",
+    "LLMEVAL_FAIR_DISCIPLINES",
+    "RELE_DOMAIN_DISCIPLINES",
+    "RELE_SCHEMES",
+    "TIE_TOLERANCE",
+    "AnisotropyResult",
+    "CapabilityInconsistency",
+    "RankStability",
+    "SchemeError",
+    "ScoreMatrix",
+    "anisotropy_index",
+    "capability_inconsistency",
+    "competition_ranks",
+    "difficulty_anchors",
+    "json_float",
+    "rank_stability_amplitude",
+    "scheme_scores",
+    "validate_schemes",
+]
