@@ -42,16 +42,15 @@ from judge.agreement.kappa import (
 from judge.agreement.ranking import RankingAgreement, ranking_agreement
 from judge.agreement.ratings import Rating
 from judge.agreement.ratings_csv import (
-    MAX_REPORTED_ERRORS,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
     AgreementInputError,
-    InputProblem,
     read_ratings_csv,
 )
 from judge.agreement.render import render_tables
 from judge.agreement.report import AgreementReport, FamilyBias, agreement_report, default_judge
 from judge.agreement.scores import SCORE_LABELS, Scores
+from judge.input_problems import MAX_REPORTED_ERRORS, InputProblem
 
 __all__ = [
     "MAX_REPORTED_ERRORS",

@@ -11,40 +11,17 @@ import csv
 import io
 import os
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from judge.agreement.ratings import Rating
+from judge.input_problems import InputError, InputProblem
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("answer_id", "rater", "score")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("model", "model_family")
-MAX_REPORTED_ERRORS = 50
-"""How many problems ``str(AgreementInputError)`` spells out; ``errors`` holds them all."""
 
 
-@dataclass(frozen=True, slots=True)
-class InputProblem:
-    """One thing wrong with a ratings file; ``str()`` is ``file:line: field: what``."""
-
-    path: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.field}: {self.message}"
-
-
-class AgreementInputError(ValueError):
+class AgreementInputError(InputError):
     """A ratings file that cannot be used; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: Sequence[InputProblem]) -> None:
-        self.errors = list(errors)
-        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
-        more = len(self.errors) - MAX_REPORTED_ERRORS
-        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
 
 
 def read_ratings_csv(path: str | os.PathLike[str], *, reference: str = "human") -> list[Rating]:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from judge.input_problems import InputError, InputProblem
 from judge.ranking.diagnostics import ScoreMatrix
 
 MODEL_COLUMN = "model"
@@ -33,35 +34,13 @@ NON_DIMENSION_COLUMNS: tuple[str, ...] = ("R_sota", "relative", "rank", "access"
 """Columns that are never dimensions unless named explicitly (matched in any case):
 published relative scores and ranks (derived, not measured) and papers/004 table 8's
 ``access`` (open/closed weights) and ``ref_year``."""
-MAX_REPORTED_ERRORS = 50
-"""How many problems ``str(TableInputError)`` spells out; ``errors`` holds them all."""
 
 NO_ABSOLUTE = ""
 """Pass as ``absolute_column`` to use no absolute-score column even if one is present."""
 
 
-@dataclass(frozen=True, slots=True)
-class TableProblem:
-    """One thing wrong with a table; ``str()`` is ``file:line: column: what``."""
-
-    path: str
-    line: int | None
-    column: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.column}: {self.message}"
-
-
-class TableInputError(ValueError):
+class TableInputError(InputError):
     """A score table that cannot be used; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: Sequence[TableProblem]) -> None:
-        self.errors = list(errors)
-        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
-        more = len(self.errors) - MAX_REPORTED_ERRORS
-        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -185,10 +164,10 @@ class _Parser:
         self.text = text
         self.name = name
         self.delimiter = delimiter or sniff_delimiter(name, text)
-        self.problems: list[TableProblem] = []
+        self.problems: list[InputProblem] = []
 
     def problem(self, line: int | None, column: str, message: str) -> None:
-        self.problems.append(TableProblem(self.name, line, column, message))
+        self.problems.append(InputProblem(self.name, line, column, message))
 
     def fail(self) -> TableInputError:
         return TableInputError(self.problems)

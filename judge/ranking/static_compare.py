@@ -21,7 +21,7 @@ import io
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -30,34 +30,13 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-MAX_REPORTED_ERRORS = 50
-"""How many problems ``str(LeaderboardInputError)`` spells out; ``errors`` holds all."""
+from judge.input_problems import InputError, InputProblem
 
 VALUE_COLUMNS: tuple[str, ...] = ("score", "rank")
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderboardProblem:
-    """One thing wrong with a leaderboard file; ``str()`` is ``file:line: column: what``."""
-
-    path: str
-    line: int | None
-    column: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.column}: {self.message}"
-
-
-class LeaderboardInputError(ValueError):
+class LeaderboardInputError(InputError):
     """A leaderboard file that cannot be used; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: Sequence[LeaderboardProblem]) -> None:
-        self.errors = list(errors)
-        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
-        more = len(self.errors) - MAX_REPORTED_ERRORS
-        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,21 +99,19 @@ def read_leaderboard_csv(path: str | os.PathLike[str]) -> StaticLeaderboard:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise LeaderboardInputError(
-            [LeaderboardProblem(name, line, "file", "not valid UTF-8")]
-        ) from None
+        raise LeaderboardInputError([InputProblem(name, line, "file", "not valid UTF-8")]) from None
     return _LeaderboardParser(name).parse(text)
 
 
 class _LeaderboardParser:
     def __init__(self, path: str) -> None:
         self.path = path
-        self.problems: list[LeaderboardProblem] = []
+        self.problems: list[InputProblem] = []
         self.values: dict[str, float] = {}
         self.lines: dict[str, int] = {}
 
     def problem(self, line: int | None, column: str, message: str) -> None:
-        self.problems.append(LeaderboardProblem(self.path, line, column, message))
+        self.problems.append(InputProblem(self.path, line, column, message))
 
     def parse(self, text: str) -> StaticLeaderboard:
         reader = csv.reader(io.StringIO(text, newline=""), strict=True)

@@ -1,0 +1,39 @@
+"""Problems found in an input file, reported all at once as ``file:line: field: what``.
+
+The readers of ratings (``judge.agreement``), score tables and static leaderboards
+(``judge.ranking``) collect every problem of a file before refusing it, so a user fixes
+them in one go; their errors subclass ``InputError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MAX_REPORTED_ERRORS = 50
+"""How many problems ``str(InputError)`` spells out; ``errors`` holds them all."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputProblem:
+    """One thing wrong with a file; ``str()`` is ``file:line: field: what``."""
+
+    path: str
+    line: int | None
+    field: str
+    """The column (or ``file``, ``csv``) the problem is in."""
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}"
+
+
+class InputError(ValueError):
+    """A file that cannot be used; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: Sequence[InputProblem]) -> None:
+        self.errors = list(errors)
+        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
+        more = len(self.errors) - MAX_REPORTED_ERRORS
+        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
