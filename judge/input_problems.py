@@ -7,7 +7,9 @@ them in one go; their errors subclass ``InputError``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import csv
+import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 MAX_REPORTED_ERRORS = 50
@@ -37,3 +39,29 @@ class InputError(ValueError):
         shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
         more = len(self.errors) - MAX_REPORTED_ERRORS
         super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
+
+
+def numbered_rows(
+    text: str,
+    *,
+    path: str,
+    problems: list[InputProblem],
+    delimiter: str = ",",
+    strict: bool = True,
+) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank CSV records of ``text`` with the line each starts on (a quoted field
+    may span lines). A malformed record is reported in ``problems`` (field ``csv``) and ends
+    the reading."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
+    end = 0  # the last physical line read so far
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problems.append(InputProblem(path, end + 1, "csv", str(exc)))
+            return
+        line, end = end + 1, reader.line_num
+        if any(cell.strip() for cell in row):
+            yield line, row

@@ -7,14 +7,12 @@ an :class:`AgreementInputError` whose lines read ``file:line: field: what is wro
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections import Counter
 from pathlib import Path
 
 from judge.agreement.ratings import Rating
-from judge.input_problems import InputError, InputProblem
+from judge.input_problems import InputError, InputProblem, numbered_rows
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("answer_id", "rater", "score")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("model", "model_family")
@@ -83,22 +81,10 @@ class _RatingsParser:
         self.problems.append(InputProblem(self.path, line, field, message))
 
     def parse(self, text: str) -> list[Rating]:
-        reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-        end = 0  # the last physical line read so far
         header: list[str] | None = None
         header_line = 0
         header_ok = False
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                self.problem(end + 1, "csv", str(exc))
-                break
-            line, end = end + 1, reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
+        for line, row in numbered_rows(text, path=self.path, problems=self.problems):
             if header is None:
                 header, header_line = [cell.strip() for cell in row], line
                 header_ok = self.check_header(header, line)

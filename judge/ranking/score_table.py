@@ -18,13 +18,12 @@ collected and raised together as a :class:`TableInputError` whose lines read
 from __future__ import annotations
 
 import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from judge.input_problems import InputError, InputProblem
+from judge.input_problems import InputError, InputProblem, numbered_rows
 from judge.ranking.diagnostics import ScoreMatrix
 
 MODEL_COLUMN = "model"
@@ -173,21 +172,14 @@ class _Parser:
         return TableInputError(self.problems)
 
     def rows(self) -> list[tuple[int, list[str]]]:
-        reader = csv.reader(io.StringIO(self.text, newline=""), delimiter=self.delimiter)
-        rows: list[tuple[int, list[str]]] = []
-        end = 0
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                self.problem(end + 1, "csv", str(exc))
-                break
-            line, end = end + 1, reader.line_num
-            if any(cell.strip() for cell in row):
-                rows.append((line, [cell.strip() for cell in row]))
-        return rows
+        found = numbered_rows(
+            self.text,
+            path=self.name,
+            problems=self.problems,
+            delimiter=self.delimiter,
+            strict=False,
+        )
+        return [(line, [cell.strip() for cell in row]) for line, row in found]
 
     def parse(
         self,

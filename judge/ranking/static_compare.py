@@ -16,8 +16,6 @@ table 3b).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 from collections import Counter
@@ -30,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from judge.input_problems import InputError, InputProblem
+from judge.input_problems import InputError, InputProblem, numbered_rows
 
 VALUE_COLUMNS: tuple[str, ...] = ("score", "rank")
 
@@ -114,22 +112,10 @@ class _LeaderboardParser:
         self.problems.append(InputProblem(self.path, line, column, message))
 
     def parse(self, text: str) -> StaticLeaderboard:
-        reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-        end = 0  # the last physical line read so far
         header: list[str] | None = None
         header_line = 0
         column: Literal["score", "rank"] | None = None
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                self.problem(end + 1, "csv", str(exc))
-                break
-            line, end = end + 1, reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
+        for line, row in numbered_rows(text, path=self.path, problems=self.problems):
             if header is None:
                 header, header_line = [cell.strip() for cell in row], line
                 column = self.check_header(header, line)
