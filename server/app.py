@@ -27,6 +27,7 @@ from server.audit.middleware import AuditMiddleware
 from server.auth.endpoints import router as auth_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work
+from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
 from server.scoring.endpoints import router as scoring_router
 from server.scoring.judges import default_judge
@@ -131,7 +132,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_problem_handlers(app)
-    for router in (auth_router, registry_router, sessions_router, scoring_router, audit_router):
+    for router in (
+        auth_router,
+        registry_router,
+        sessions_router,
+        scoring_router,
+        leaderboard_router,
+        audit_router,
+    ):
         app.include_router(router)
     app.add_middleware(AuditMiddleware, writer_of=lambda: app.state.runtime.audit)
     return app

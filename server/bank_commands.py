@@ -1,7 +1,9 @@
-"""``proctor bank ...``: import, stats and dry-run sampling over the configured database."""
+"""``proctor bank ...``: import, stats, dry-run sampling and the private anchor set, over the
+configured database."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -11,12 +13,14 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.anchor_set import AnchorSetChange, designate_anchor_set
 from bank.formats import FORMATS, detect_format, read_records
 from bank.importer import ImportRefused, ImportReport, import_records
 from bank.records import RawRecord
 from bank.samples import sample_path
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
+from server.errors import InvalidInput
 from server.orgs.service import get_org
 from server.runtime import run_in_unit_of_work, stderr
 
@@ -130,6 +134,35 @@ def _print_stats(stats: dict[str, Any]) -> None:
         for name, count in stats[title].items():
             table.add_row(name, str(count))
         console.print(table)
+
+
+@app.command("anchor-set")
+def anchor_set_command(
+    size: Annotated[int, typer.Option(min=1, help="Item families to withhold.")],
+    seed: Annotated[
+        str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Withhold SIZE item families that were never served to anyone as the private anchor
+    set: ordinary sessions never draw them again; anchor-set sessions (mode "anchor") serve
+    them to measure each model's generalisation gap. Spread evenly over disciplines."""
+    if seed is not None:
+        seed = _normal_seed(seed)
+
+    async def work(session: AsyncSession) -> AnchorSetChange:
+        try:
+            return await designate_anchor_set(session, size=size, seed=seed)
+        except ValueError as error:
+            raise InvalidInput(str(error)) from None
+
+    change = run_in_unit_of_work(work)
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(change), ensure_ascii=False))
+        return
+    typer.echo(f"anchor set: {change.families} families ({change.items} items) withheld")
+    for discipline, n in change.by_discipline.items():
+        typer.echo(f"  {discipline}: {n}")
 
 
 @app.command("sample")

@@ -13,18 +13,21 @@ from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import upgrade
 from server.judge_commands import app as judge_app
+from server.leaderboard_commands import leaderboard_command, set_anchor_command
 from server.orgs.service import create_org, find_org, get_org
 from server.runtime import run_in_unit_of_work
 
 app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
-admin_app = typer.Typer(help="Organisations and keys.", no_args_is_help=True)
+admin_app = typer.Typer(help="Organisations, keys and the ranking anchor.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(bank_app, name="bank")
 app.add_typer(admin_app, name="admin")
 app.add_typer(fake_llm_app, name="fake-llm", help="A stand-in OpenAI-compatible LLM server.")
 app.add_typer(judge_app, name="judge")
 app.command("analyze")(analyze_command)
+app.command("leaderboard")(leaderboard_command)
+admin_app.command("set-anchor")(set_anchor_command)
 
 
 @db_app.command("upgrade")

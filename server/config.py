@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +31,35 @@ class JudgeEndpoint(BaseModel):
     """Price per million prompt tokens (cost accounting)."""
     output_per_mtok: float = Field(0.0, ge=0)
     read_timeout_s: float = Field(60.0, gt=0)
+
+
+LeaderboardField = Literal[
+    "position",
+    "group",
+    "rank_range",
+    "name",
+    "family",
+    "organisation",
+    "absolute",
+    "relative",
+    "sessions",
+    "disciplines",
+    "latency",
+    "cost",
+    "contamination",
+]
+LEADERBOARD_FIELDS: tuple[str, ...] = get_args(LeaderboardField)
+DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = (
+    "position",
+    "group",
+    "rank_range",
+    "name",
+    "family",
+    "absolute",
+    "relative",
+    "sessions",
+    "disciplines",
+)
 
 
 class Settings(BaseSettings):
@@ -106,6 +136,20 @@ class Settings(BaseSettings):
     """How often a worker looks for work without being woken (deferred jobs, lost wakes)."""
     similarity_match_at: float = Field(0.85, ge=0, le=1)
     similarity_mismatch_below: float = Field(0.15, ge=0, le=1)
+
+    # --- leaderboard and contamination (see server/leaderboard) ---
+    leaderboard_public_fields: list[LeaderboardField] = Field(
+        default_factory=lambda: list(DEFAULT_PUBLIC_FIELDS)
+    )
+    """JSON list of the row fields vendors see on ``GET /v1/leaderboard``; admins,
+    evaluators and auditors see every field. Known fields: ``LEADERBOARD_FIELDS``."""
+    leaderboard_resamples: int = Field(2000, ge=100, le=100_000)
+    """Bootstrap replicates behind the leaderboard's intervals and tie groups."""
+    leaderboard_tie_threshold: float = Field(0.95, gt=0.5, lt=1)
+    """Probability with which a model must beat its neighbour to be ranked apart."""
+    contamination_gap_threshold: float = Field(5.0, ge=0, le=100)
+    """Points by which a model's generalisation gap may exceed the median gap before it is
+    flagged (public sessions versus the private anchor set)."""
 
     @property
     def runs_scoring_in_process(self) -> bool:

@@ -4,6 +4,7 @@ from bank import models as bank_models
 from bank.database import Base
 from server.audit import models as audit_models
 from server.auth import models as auth_models
+from server.leaderboard import models as leaderboard_models
 from server.orgs import models as org_models
 from server.registry import models as registry_models
 from server.scoring import models as scoring_models
@@ -15,6 +16,7 @@ __all__ = [
     "audit_models",
     "auth_models",
     "bank_models",
+    "leaderboard_models",
     "metadata",
     "org_models",
     "registry_models",

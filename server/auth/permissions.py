@@ -26,6 +26,8 @@ class Permission(StrEnum):
     SESSIONS_CREATE = "sessions:create"
     SESSIONS_SIZE = "sessions:size"
     """Choose ``n_items`` other than the default."""
+    SESSIONS_CONTAMINATION = "sessions:contamination"
+    """Open replay and anchor-set sessions (contamination checks)."""
     SESSIONS_DRIVE = "sessions:drive"
     """Take items and submit answers."""
     SESSIONS_ABORT = "sessions:abort"
@@ -35,6 +37,11 @@ class Permission(StrEnum):
     ANY_ORG = "orgs:any"
     """Act on (or, for read-only roles, read) every organisation's data."""
     SELF_READ = "self:read"
+    LEADERBOARD_READ = "leaderboard:read"
+    LEADERBOARD_FULL = "leaderboard:full"
+    """See every leaderboard field, not only the configured public ones."""
+    LEADERBOARD_ANCHOR = "leaderboard:anchor"
+    """Designate the anchor model of relative scores."""
 
 
 _OWN_ORG_WORK = frozenset(
@@ -45,12 +52,14 @@ _OWN_ORG_WORK = frozenset(
         Permission.SESSIONS_READ,
         Permission.SESSIONS_CREATE,
         Permission.SESSIONS_DRIVE,
+        Permission.LEADERBOARD_READ,
     }
 )
 
 ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     Role.VENDOR: _OWN_ORG_WORK,
-    Role.EVALUATOR: _OWN_ORG_WORK | {Permission.SESSIONS_SIZE},
+    Role.EVALUATOR: _OWN_ORG_WORK
+    | {Permission.SESSIONS_SIZE, Permission.SESSIONS_CONTAMINATION, Permission.LEADERBOARD_FULL},
     Role.AUDITOR: frozenset(
         {
             Permission.SELF_READ,
@@ -59,6 +68,8 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             Permission.SESSIONS_LIST_ALL,
             Permission.AUDIT_READ,
             Permission.ANY_ORG,
+            Permission.LEADERBOARD_READ,
+            Permission.LEADERBOARD_FULL,
         }
     ),
     Role.ADMIN: frozenset(Permission),

@@ -30,6 +30,8 @@ async def register_model(
         family=body.family,
         params_b=body.params_b,
         org_name=body.org,
+        usd_per_mtok_in=body.usd_per_mtok_in,
+        usd_per_mtok_out=body.usd_per_mtok_out,
     )
     return ModelOut.model_validate(model)
 

@@ -25,4 +25,8 @@ class RegisteredModel(Base):
     api_snapshot: Mapped[str] = mapped_column(String(200))
     family: Mapped[str | None] = mapped_column(String(100), nullable=True)
     params_b: Mapped[float | None] = mapped_column(Float, nullable=True)
+    usd_per_mtok_in: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Price of a million prompt tokens, for the leaderboard's cost per model."""
+    usd_per_mtok_out: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Price of a million completion tokens."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

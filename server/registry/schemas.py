@@ -18,6 +18,9 @@ class ModelCreate(BaseModel):
     """The pinned API version or checkpoint, so results stay attached to one model."""
     family: CleanText | None = Field(None, max_length=100)
     params_b: float | None = Field(None, ge=0, le=1_000_000)
+    usd_per_mtok_in: float | None = Field(None, ge=0, le=1_000_000)
+    """Price per million prompt tokens (USD), for the leaderboard's cost figures."""
+    usd_per_mtok_out: float | None = Field(None, ge=0, le=1_000_000)
     org: CleanText | None = Field(None, min_length=1, max_length=200)
     """Admins only: register for this organisation instead of their own."""
 
@@ -31,4 +34,6 @@ class ModelOut(BaseModel):
     api_snapshot: str
     family: str | None
     params_b: float | None
+    usd_per_mtok_in: float | None
+    usd_per_mtok_out: float | None
     created_at: datetime

@@ -22,8 +22,11 @@ async def register_model(
     family: str | None,
     params_b: float | None,
     org_name: str | None = None,
+    usd_per_mtok_in: float | None = None,
+    usd_per_mtok_out: float | None = None,
 ) -> RegisteredModel:
-    """Register a model of the caller's organisation (admins may name another ``org``)."""
+    """Register a model of the caller's organisation (admins may name another ``org``);
+    the prices (USD per million tokens) are optional and only feed the leaderboard's cost."""
     org_id = principal.org_id
     if org_name is not None:
         if not principal.can(Permission.ANY_ORG):
@@ -41,7 +44,13 @@ async def register_model(
             f"model {name!r} snapshot {api_snapshot!r} is registered already: {existing}"
         )
     model = RegisteredModel(
-        org_id=org_id, name=name, api_snapshot=api_snapshot, family=family, params_b=params_b
+        org_id=org_id,
+        name=name,
+        api_snapshot=api_snapshot,
+        family=family,
+        params_b=params_b,
+        usd_per_mtok_in=usd_per_mtok_in,
+        usd_per_mtok_out=usd_per_mtok_out,
     )
     db.add(model)
     await db.flush()

@@ -152,6 +152,8 @@ class JobInput:
     reference: str
     options: list[str] | None
     language: str
+    mode: str
+    """The session's mode: a replay session's answers are completions of a masked question."""
 
 
 async def load_inputs(db: AsyncSession, job_ids: list[int]) -> dict[int, JobInput]:
@@ -167,7 +169,9 @@ async def load_inputs(db: AsyncSession, job_ids: list[int]) -> dict[int, JobInpu
                 Item.answer,
                 Item.options,
                 Item.language,
+                EvalSession.mode,
             )
+            .join(EvalSession, EvalSession.id == ScoringJob.session_id)
             .join(
                 Answer,
                 and_(

@@ -25,13 +25,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from judge.cascade import Cascade
 from judge.chat import ChatDeferred, ChatError
+from judge.contamination import completion_match
 from judge.prompts import JudgeInput
+from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from judge.traces import split_reasoning
 from server.config import Settings
 from server.scoring import service
 from server.scoring.judges import JudgePanel
 from server.scoring.service import ClaimedJob, JobInput
+from server.sessions.modes import SessionMode, replay_mask
 
 log = logging.getLogger(__name__)
 MAX_ERROR_BACKOFF_S = 300.0
@@ -183,6 +186,8 @@ class ScoringWorker:
         if data is None:
             return _needs_review("the answer or its item is gone")
         final, _trace = split_reasoning(data.answer)
+        if data.mode == SessionMode.REPLAY.value:
+            return _replay_verdict(data.question, final)
         decision = self.cascade.route(
             qtype=data.qtype,
             answer=final,
@@ -219,6 +224,21 @@ class ScoringWorker:
             "cost": outcome.cost,
             "latency_ms": outcome.latency_s * 1000,
         }
+
+
+def _replay_verdict(question: str, completion: str) -> dict[str, Any]:
+    """A replay completion scores the top of the rubric when it reproduces the hidden end
+    of the question near-exactly, else 0 (papers/004 §3.3: near-exact completions are
+    counted); the similarity is kept in ``detail``."""
+    masked = replay_mask(question)
+    if masked is None:
+        return {"score": 0, "method": "replay", "detail": "question too short to replay"}
+    match = completion_match(completion, masked.hidden, prefix=masked.prefix)
+    return {
+        "score": MAX_SCORE if match.near_exact else 0,
+        "method": "replay",
+        "detail": f"similarity {match.similarity:.3f}",
+    }
 
 
 def _needs_review(detail: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ async def create_session(
         n_items=body.n_items,
         limits=runtime.limits,
         now=_now(),
+        mode=body.mode,
     )
     return SessionOut.of(record)
 
@@ -109,6 +110,8 @@ async def submit_answer(
         item_id=body.item_id,
         answer=body.answer,
         reasoning=body.reasoning,
+        prompt_tokens=body.usage.prompt_tokens if body.usage else None,
+        completion_tokens=body.usage.completion_tokens if body.usage else None,
         limits=runtime.limits,
         now=_now(),
         judge=runtime.default_judge,

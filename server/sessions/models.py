@@ -58,3 +58,7 @@ class Answer(Base):
     """The ``jti`` of the token that submitted it."""
     delivered_at: Mapped[datetime]
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """Tokens the model read for this answer, as the client reports them (for cost)."""
+    completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """Tokens the model wrote (reasoning included), as the client reports them."""

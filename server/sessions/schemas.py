@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.api.text import CleanText
 from server.sessions.models import EvalSession
+from server.sessions.modes import SessionMode
 from server.sessions.service import session_counts
 
 MAX_ANSWER = 65_536
@@ -23,6 +24,9 @@ class SessionCreate(BaseModel):
     model_id: uuid.UUID
     n_items: int | None = Field(None, ge=1, le=100_000)
     """Admins and evaluators only; the default is the server's (1,000)."""
+    mode: SessionMode = SessionMode.FIXED
+    """``fixed``; ``replay`` and ``anchor`` (contamination checks) for admins and
+    evaluators only (``server.sessions.modes``)."""
 
 
 class SessionOut(BaseModel):
@@ -31,6 +35,7 @@ class SessionOut(BaseModel):
     id: uuid.UUID
     org_id: uuid.UUID
     model_id: uuid.UUID
+    mode: SessionMode
     state: Literal["created", "active", "answered", "scored", "expired", "aborted"]
     n_items: int
     allocated: int
@@ -48,6 +53,7 @@ class SessionOut(BaseModel):
             "id": record.id,
             "org_id": record.org_id,
             "model_id": record.model_id,
+            "mode": record.mode,
             "state": record.state,
             "n_items": record.n_items,
             "pending_window": record.pending_window,
@@ -67,6 +73,15 @@ class ItemOut(BaseModel):
     discipline: str
 
 
+class TokenUsage(BaseModel):
+    """What the model spent on one answer, as the client measured it (feeds cost per model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = Field(ge=0, le=100_000_000)
+    completion_tokens: int = Field(ge=0, le=100_000_000)
+
+
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -74,6 +89,7 @@ class AnswerIn(BaseModel):
     item_id: uuid.UUID
     answer: CleanText = Field(max_length=MAX_ANSWER)
     reasoning: CleanText | None = Field(None, max_length=MAX_REASONING)
+    usage: TokenUsage | None = None
 
 
 class AnswerAccepted(BaseModel):

@@ -16,10 +16,12 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.anchor_set import draw_anchor_sample
 from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
-from bank.sampling.service import allocate_sample
+from bank.sampling.service import allocate_sample, persist_sample
+from judge.contamination import replay_prompt
 from judge.prompts import PROMPT_VERSION
 from judge.traces import split_reasoning
 from server.auth.permissions import Permission, Principal
@@ -39,6 +41,7 @@ from server.registry.service import get_model
 from server.scoring.service import enqueue_answer
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
+from server.sessions.modes import CONTAMINATION_MODES, REPLAY_QTYPE, SessionMode, replay_mask
 from server.sessions.states import (
     OPEN_STATE_VALUES,
     ItemState,
@@ -69,11 +72,17 @@ async def create_session(
     n_items: int | None,
     limits: SessionLimits,
     now: datetime,
+    mode: SessionMode = SessionMode.FIXED,
 ) -> EvalSession:
     """Allocate a fresh sample for ``model_id``'s organisation and open a session on it.
 
-    Refuses (403) a non-default ``n_items`` from roles that may not size sessions, (409) more
+    ``mode`` (``server.sessions.modes``): a fixed session draws the stratified sample, a
+    replay session too (its items are then delivered masked), an anchor-set session draws
+    from the private anchor set. Refuses (403) a non-default ``n_items`` from roles that may
+    not size sessions and contamination modes from roles that may not run them, (409) more
     open sessions than ``limits.max_concurrent``, and (429) more sessions per period."""
+    if mode in CONTAMINATION_MODES and not principal.can(Permission.SESSIONS_CONTAMINATION):
+        raise Forbidden(f"only admins and evaluators may open {mode.value} sessions")
     if n_items is not None and n_items != limits.default_items:
         if not principal.can(Permission.SESSIONS_SIZE):
             raise Forbidden("only admins and evaluators may choose n_items")
@@ -87,13 +96,19 @@ async def create_session(
     await lock(db, f"bank:sample:{org_id}")
     await expire_overdue(db, now=now, org_id=org_id)
     await _check_org_quotas(db, org_id=org_id, limits=limits, now=now)
-    sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
+    if mode is SessionMode.ANCHOR:
+        drawn = await draw_anchor_sample(db, org_id=org_id, n=n)
+        sample = await persist_sample(db, org_id=org_id, sample=drawn)
+    else:
+        sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
     if not drawn.items:
-        raise Conflict("the bank has no items left that this organisation has not seen")
+        where = "anchor set" if mode is SessionMode.ANCHOR else "bank"
+        raise Conflict(f"the {where} has no items left that this organisation has not seen")
     record = EvalSession(
         org_id=org_id,
         model_id=model.id,
         sample_id=sample.id,
+        mode=mode.value,
         state=SessionState.CREATED.value,
         n_items=len(drawn.items),
         n_delivered=0,
@@ -299,12 +314,15 @@ async def _load_item(
                 Item.options,
                 Item.qtype,
                 Item.discipline,
+                Item.language,
                 SampleItem.family_id,
             )
             .join(SampleItem, SampleItem.item_id == Item.id)
             .where(SampleItem.sample_id == record.sample_id, SampleItem.position == position)
         )
     ).one()
+    if record.mode == SessionMode.REPLAY.value:
+        return _replay_item(position, row), row.family_id
     item = DeliveredItem(
         position=position,
         item_id=row.id,
@@ -314,6 +332,21 @@ async def _load_item(
         discipline=row.discipline,
     )
     return item, row.family_id
+
+
+def _replay_item(position: int, row: Any) -> DeliveredItem:
+    """A replay session's view of an item: the instruction to continue the beginning of
+    the question (options and the rest stay on the server; papers/004 §3.3)."""
+    masked = replay_mask(row.question)
+    prefix = masked.prefix if masked is not None else row.question
+    return DeliveredItem(
+        position=position,
+        item_id=row.id,
+        question=replay_prompt(prefix, language=row.language),
+        options=None,
+        qtype=REPLAY_QTYPE,
+        discipline=row.discipline,
+    )
 
 
 def _state_of(record: EvalSession, position: int) -> ItemState:
@@ -337,13 +370,17 @@ async def submit_answer(
     limits: SessionLimits,
     now: datetime,
     judge: str | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
 ) -> Answer:
     """Accept the answer to the pending item at ``position``; the first answer stands.
 
     A reasoning trace inside the answer (``<think>...</think>``) is stored apart, in
     ``reasoning`` after any trace sent separately; ``answer`` keeps the final answer, which
-    is what gets judged. With ``judge``, the answer is put in the scoring outbox in the same
-    transaction (``server.scoring``), so an accepted answer is always scored.
+    is what gets judged. ``prompt_tokens``/``completion_tokens`` are the client's report of
+    what the model spent (cost per model on the leaderboard). With ``judge``, the answer
+    is put in the scoring outbox in the same transaction (``server.scoring``), so an
+    accepted answer is always scored.
 
     ``AlreadyAnswered`` (409) for a position answered before, ``NotPending`` (409) for any
     other item than the oldest pending one."""
@@ -380,6 +417,8 @@ async def submit_answer(
         submitted_by=principal.jti,
         delivered_at=row.delivered_at or now,
         submitted_at=now,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
     )
     db.add(accepted)
     record.n_completed = position + 1

@@ -46,6 +46,11 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/admin/sessions"): OVERSIGHT,
     ("POST", "/v1/admin/sessions/{session_id}/abort"): ADMIN,
     ("GET", "/v1/admin/audit"): OVERSIGHT,
+    # the leaderboard is for every role (vendors see only the public fields); only
+    # admins move the anchor of relative scores
+    ("GET", "/v1/leaderboard"): ALL,
+    ("GET", "/v1/leaderboard/anchors"): ALL,
+    ("PUT", "/v1/admin/leaderboard/anchor"): ADMIN,
 }
 
 
@@ -200,6 +205,11 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/admin/sessions"): static("/v1/admin/sessions"),
     ("POST", "/v1/admin/sessions/{session_id}/abort"): _abort,
     ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
+    ("GET", "/v1/leaderboard"): static("/v1/leaderboard"),
+    ("GET", "/v1/leaderboard/anchors"): static("/v1/leaderboard/anchors"),
+    ("PUT", "/v1/admin/leaderboard/anchor"): static(
+        "/v1/admin/leaderboard/anchor", {"model_id": None}
+    ),
 }
 
 

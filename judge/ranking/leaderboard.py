@@ -1,0 +1,254 @@
+"""The leaderboard: every model's scores, intervals, tie group, disciplines, latency and cost.
+
+Pure assembly of the statistics in this package from the scored sessions of every model
+(the server reads them, :mod:`server.leaderboard.service`). One bootstrap
+(:func:`~judge.ranking.stability.hierarchical_bootstrap`) feeds the absolute and relative
+intervals and the tie groups, so a row's interval, its group and its rank range agree.
+
+* Absolute ``S`` (papers/004 eq. 1) and relative ``R = S / S_anchor * 100`` (eq. 2) per
+  model over its sessions: mean, variance (table 9), bootstrap 95% interval.
+* The anchor is the designated model if it has scored sessions, else the top model (the
+  highest mean ``S``); :attr:`Leaderboard.anchor_note` says why when a designated anchor
+  could not be used.
+* Rows are ordered by mean ``S``; ``group`` and ``rank_range`` come from
+  :func:`~judge.ranking.stability.tie_groups`: models in one group are ones the data cannot
+  order, and a leaderboard must show that rather than a strict order.
+* Per-discipline scores on the 10-point scale (papers/004 tables 1 and 8), pooled over the
+  model's sessions, each with its standard error.
+* Latency: median and 95th percentile of the end-to-end time per item (delivery of the
+  item to acceptance of its answer, as the server saw it). Cost: tokens per item as the
+  client reported them, times the model's prices when it has them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
+from judge.ranking.stability import (
+    ModelSummary,
+    hierarchical_bootstrap,
+    model_summary,
+    tie_groups,
+)
+
+DEFAULT_RESAMPLES = 2000
+TOKENS_PER_PRICE_UNIT = 1_000_000
+"""Prices are in USD per million tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRecord:
+    """One model's input to the leaderboard.
+
+    Attributes
+    ----------
+    key : str
+        Unique identifier (the server uses the registered model's id).
+    name : str
+        What the leaderboard shows.
+    sessions : sequence of sequence of int
+        Item scores (0-3) of each scored session, in session order.
+    disciplines : mapping of str to sequence of int
+        Item scores by discipline, pooled over the sessions.
+    latencies_s : sequence of float
+        End-to-end seconds per answered item.
+    prompt_tokens, completion_tokens : int
+        Tokens summed over the answers whose client reported usage ...
+    n_with_usage : int
+        ... and how many answers that is.
+    usd_per_mtok_in, usd_per_mtok_out : float or None
+        The model's prices per million tokens, if known.
+    extra : mapping
+        Descriptive fields carried to the row unchanged (organisation, family, ...).
+    """
+
+    key: str
+    name: str
+    sessions: Sequence[Sequence[int]]
+    disciplines: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    latencies_s: Sequence[float] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    n_with_usage: int = 0
+    usd_per_mtok_in: float | None = None
+    usd_per_mtok_out: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DisciplineScore:
+    """A model's score in one discipline on the 10-point scale, and its standard error
+    (the items' standard deviation over ``sqrt(n)``, rescaled)."""
+
+    score: float
+    standard_error: float
+    n_items: int
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Latency and cost of one model per item."""
+
+    latency_median_s: float | None
+    latency_p95_s: float | None
+    prompt_tokens_per_item: float | None
+    completion_tokens_per_item: float | None
+    usd_per_1k_items: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow:
+    """One model on the leaderboard."""
+
+    key: str
+    name: str
+    position: int
+    group: int
+    rank_range: tuple[int, int]
+    absolute: ModelSummary
+    relative: ModelSummary
+    disciplines: dict[str, DisciplineScore]
+    usage: Usage
+    extra: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Leaderboard:
+    """Rows best first, the anchor of ``R`` and the groups of models the data cannot
+    separate (each a tuple of keys, best first)."""
+
+    rows: tuple[LeaderboardRow, ...]
+    anchor: str | None
+    anchor_designated: bool
+    anchor_note: str | None
+    groups: tuple[tuple[str, ...], ...]
+    threshold: float
+    confidence_level: float
+    disciplines: tuple[str, ...]
+
+    def row(self, key: str) -> LeaderboardRow:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise KeyError(key)
+
+
+def build_leaderboard(
+    records: Sequence[ModelRecord],
+    *,
+    anchor: str | None = None,
+    threshold: float = 0.95,
+    confidence_level: float = 0.95,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+) -> Leaderboard:
+    """Rank ``records`` (papers/004 eq. 1-2, app. F; tie groups per issue 5).
+
+    Parameters
+    ----------
+    records : sequence of ModelRecord
+        Models with at least one scored session; models without one are left out.
+    anchor : str or None
+        Key of the designated anchor. ``None``, or a key without sessions: the top model.
+    threshold : float
+        Beat probability that separates neighbouring models (see ``tie_groups``).
+    confidence_level : float
+        Of the bootstrap intervals.
+    n_resamples : int
+        Bootstrap replicates.
+    seed : int or None
+        Seed of the bootstrap; the default makes the leaderboard reproducible.
+
+    Returns
+    -------
+    Leaderboard
+        Empty rows when no model has a scored session.
+
+    Raises
+    ------
+    ValueError
+        Duplicate keys, or item scores outside ``0..3`` (from the statistics).
+    """
+    ranked = [r for r in records if any(len(s) for s in r.sessions)]
+    keys = [r.key for r in ranked]
+    if len(set(keys)) != len(keys):
+        raise ValueError("model keys must be unique")
+    disciplines = tuple(sorted({d for r in ranked for d in r.disciplines}))
+    if not ranked:
+        return Leaderboard((), None, False, None, (), threshold, confidence_level, disciplines)
+    runs = {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked}
+    boot = hierarchical_bootstrap(runs, n_resamples=n_resamples, rng=seed)
+    absolute = model_summary(boot, confidence_level=confidence_level)
+    chosen, designated, note = _choose_anchor(anchor, absolute)
+    relative = model_summary(boot, anchor=chosen, confidence_level=confidence_level)
+    ranking = tie_groups(boot, threshold=threshold, confidence_level=confidence_level)
+    by_key = {r.key: r for r in ranked}
+    rows = tuple(
+        LeaderboardRow(
+            key=entry.model,
+            name=by_key[entry.model].name,
+            position=entry.position,
+            group=entry.group,
+            rank_range=entry.rank_range,
+            absolute=absolute[entry.model],
+            relative=relative[entry.model],
+            disciplines=_disciplines(by_key[entry.model].disciplines),
+            usage=_usage(by_key[entry.model]),
+            extra=by_key[entry.model].extra,
+        )
+        for entry in ranking.entries
+    )
+    return Leaderboard(
+        rows, chosen, designated, note, ranking.groups, threshold, confidence_level, disciplines
+    )
+
+
+def _choose_anchor(
+    anchor: str | None, absolute: Mapping[str, ModelSummary]
+) -> tuple[str, bool, str | None]:
+    top = max(absolute, key=lambda key: absolute[key].mean)
+    if anchor is None:
+        return top, False, None
+    if anchor not in absolute:
+        return top, False, "the designated anchor has no scored sessions; the top model is used"
+    if absolute[anchor].mean <= 0:
+        return top, False, "the designated anchor scores 0; the top model is used"
+    return anchor, True, None
+
+
+def _disciplines(scores: Mapping[str, Sequence[int]]) -> dict[str, DisciplineScore]:
+    out: dict[str, DisciplineScore] = {}
+    for discipline in sorted(scores):
+        values = np.asarray(scores[discipline], dtype=float)
+        if values.size == 0:
+            continue
+        scale = DISCIPLINE_SCALE / MAX_SCORE
+        sd = float(values.std(ddof=1)) if values.size > 1 else math.nan
+        out[discipline] = DisciplineScore(
+            score=float(values.mean()) * scale,
+            standard_error=sd / math.sqrt(values.size) * scale,
+            n_items=int(values.size),
+        )
+    return out
+
+
+def _usage(record: ModelRecord) -> Usage:
+    latencies = np.asarray(record.latencies_s, dtype=float)
+    median = float(np.median(latencies)) if latencies.size else None
+    p95 = float(np.quantile(latencies, 0.95)) if latencies.size else None
+    n = record.n_with_usage
+    tokens_in = record.prompt_tokens / n if n else None
+    tokens_out = record.completion_tokens / n if n else None
+    cost = None
+    prices = (record.usd_per_mtok_in, record.usd_per_mtok_out)
+    if tokens_in is not None and tokens_out is not None and None not in prices:
+        price_in, price_out = (float(p or 0.0) for p in prices)
+        per_item = (tokens_in * price_in + tokens_out * price_out) / TOKENS_PER_PRICE_UNIT
+        cost = per_item * 1000
+    return Usage(median, p95, tokens_in, tokens_out, cost)

@@ -1,0 +1,74 @@
+"""``/v1/leaderboard``: the ranking with intervals and tie groups, and its anchor.
+
+Vendors see the fields listed in ``PROCTOR_LEADERBOARD_PUBLIC_FIELDS``; admins, evaluators
+and auditors see all of them (latency, cost, contamination, organisations).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from judge.prompts import PROMPT_VERSION
+from server.api.dependencies import DbSession, RuntimeDep, require
+from server.auth.permissions import Permission, Principal
+from server.leaderboard import service
+from server.leaderboard.schemas import AnchorIn, AnchorOut, disciplines_json, leaderboard_json
+
+router = APIRouter(tags=["leaderboard"])
+
+
+@router.get("/v1/leaderboard")
+async def read_leaderboard(
+    db: DbSession,
+    runtime: RuntimeDep,
+    principal: Annotated[Principal, require(Permission.LEADERBOARD_READ)],
+    view: Annotated[
+        Literal["models", "disciplines"],
+        Query(description="`models`: one row per model; `disciplines`: models per discipline."),
+    ] = "models",
+    judge: Annotated[
+        str | None, Query(max_length=100, description="Judge (default: the default judge).")
+    ] = None,
+) -> dict[str, Any]:
+    """Models best first with absolute and relative scores, 95% intervals, tie groups and
+    rank ranges (groups are models the data cannot order); or the per-discipline view."""
+    settings = runtime.settings
+    data = await service.leaderboard(
+        db,
+        judge=judge or runtime.default_judge,
+        prompt_version=PROMPT_VERSION,
+        n_resamples=settings.leaderboard_resamples,
+        threshold=settings.leaderboard_tie_threshold,
+        gap_threshold=settings.contamination_gap_threshold,
+    )
+    if view == "disciplines":
+        return disciplines_json(data)
+    full = principal.can(Permission.LEADERBOARD_FULL)
+    return leaderboard_json(data, fields=None if full else settings.leaderboard_public_fields)
+
+
+@router.get("/v1/leaderboard/anchors", response_model=list[AnchorOut])
+async def read_anchor_history(
+    db: DbSession, _: Annotated[Principal, require(Permission.LEADERBOARD_READ)]
+) -> list[AnchorOut]:
+    """Every anchor designation, newest (current) first; empty: the top model anchors."""
+    return [
+        AnchorOut.model_validate(a, from_attributes=True) for a in await service.anchor_history(db)
+    ]
+
+
+@router.put("/v1/admin/leaderboard/anchor", response_model=AnchorOut)
+async def designate_anchor(
+    body: AnchorIn,
+    db: DbSession,
+    principal: Annotated[Principal, require(Permission.LEADERBOARD_ANCHOR)],
+) -> AnchorOut:
+    """Make ``model_id`` the anchor of relative scores (null: the top model). Every R is
+    recomputed against it from then on; earlier designations stay in the history."""
+    anchor = await service.set_anchor(
+        db, model_id=body.model_id, set_by=principal.subject, now=datetime.now(UTC)
+    )
+    return AnchorOut.model_validate(anchor, from_attributes=True)

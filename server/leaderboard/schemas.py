@@ -1,0 +1,238 @@
+"""The leaderboard as JSON (the API, ``proctor leaderboard --json``) and as CSV rows.
+
+A row is a dict of named *fields* (``server.config.LEADERBOARD_FIELDS``); what vendors see
+is the configured public subset, everyone else sees all of them. Every score travels with
+its interval and its tie group, never alone.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from judge.contamination import ModelGap, ReplayRate
+from judge.ranking.leaderboard import LeaderboardRow
+from judge.ranking.stability import ModelSummary
+from server.leaderboard.service import LeaderboardData
+
+
+def _num(value: float | None, digits: int = 4) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+def _summary(summary: ModelSummary) -> dict[str, Any]:
+    return {
+        "mean": _num(summary.mean),
+        "ci_low": _num(summary.confidence_interval.low),
+        "ci_high": _num(summary.confidence_interval.high),
+        "variance": _num(summary.variance),
+        "standard_error": _num(summary.standard_error),
+        "session_values": [_num(v) for v in summary.session_values],
+    }
+
+
+def _replay(rate: ReplayRate | None) -> dict[str, Any] | None:
+    if rate is None:
+        return None
+    return {
+        "items": rate.n,
+        "near_exact": rate.near_exact,
+        "rate": _num(rate.rate),
+        "ci_low": _num(rate.ci_low),
+        "ci_high": _num(rate.ci_high),
+    }
+
+
+def _gap(gap: ModelGap | None) -> dict[str, Any] | None:
+    if gap is None:
+        return None
+    return {
+        "public": _num(gap.public.mean),
+        "anchor_set": _num(gap.anchor.mean),
+        "gap": _num(gap.gap),
+        "excess": _num(gap.excess),
+        "flagged": gap.flagged,
+        "reported_score": _num(gap.reported_score),
+    }
+
+
+def row_fields(row: LeaderboardRow, data: LeaderboardData) -> dict[str, Any]:
+    """Every field of one leaderboard row."""
+    gaps = {g.model: g for g in data.contamination.gap.models} if data.contamination.gap else {}
+    usage = row.usage
+    return {
+        "model_id": row.extra.get("model_id"),
+        "position": row.position,
+        "group": row.group,
+        "rank_range": list(row.rank_range),
+        "name": row.name,
+        "family": row.extra.get("family"),
+        "organisation": row.extra.get("organisation"),
+        "absolute": _summary(row.absolute),
+        "relative": _summary(row.relative),
+        "sessions": len(row.absolute.session_values),
+        "disciplines": {
+            d: {
+                "score": _num(s.score),
+                "standard_error": _num(s.standard_error),
+                "items": s.n_items,
+            }
+            for d, s in row.disciplines.items()
+        },
+        "latency": {
+            "median_s": _num(usage.latency_median_s),
+            "p95_s": _num(usage.latency_p95_s),
+        },
+        "cost": {
+            "prompt_tokens_per_item": _num(usage.prompt_tokens_per_item, 1),
+            "completion_tokens_per_item": _num(usage.completion_tokens_per_item, 1),
+            "usd_per_1k_items": _num(usage.usd_per_1k_items),
+        },
+        "contamination": {
+            "replay": _replay(data.contamination.replay.get(row.key)),
+            "generalisation_gap": _gap(gaps.get(row.key)),
+        },
+    }
+
+
+def leaderboard_json(
+    data: LeaderboardData, *, fields: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The per-model view; ``fields`` limits the rows to those fields (None: all).
+
+    ``model_id`` is always present: it is what every other route takes."""
+    board = data.board
+    names = {row.key: row.name for row in board.rows}
+    rows = []
+    for row in board.rows:
+        everything = row_fields(row, data)
+        rows.append(
+            {
+                k: v
+                for k, v in everything.items()
+                if k == "model_id" or fields is None or k in fields
+            }
+        )
+    return {
+        "judge": data.judge,
+        "prompt_version": data.prompt_version,
+        "anchor": {
+            "model_id": board.anchor,
+            "name": names.get(board.anchor) if board.anchor else None,
+            "designated": board.anchor_designated,
+            "note": board.anchor_note,
+        },
+        "confidence_level": board.confidence_level,
+        "tie_threshold": board.threshold,
+        "groups": [[names[k] for k in group] for group in board.groups],
+        "models": rows,
+    }
+
+
+def disciplines_json(data: LeaderboardData) -> dict[str, Any]:
+    """The per-discipline view: for every discipline the models best first, with the
+    standard error of each score (10-point scale)."""
+    out = []
+    for discipline in data.board.disciplines:
+        ranked = sorted(
+            (
+                (row.disciplines[discipline], row)
+                for row in data.board.rows
+                if discipline in row.disciplines
+            ),
+            key=lambda pair: -pair[0].score,
+        )
+        out.append(
+            {
+                "discipline": discipline,
+                "models": [
+                    {
+                        "model_id": row.extra.get("model_id"),
+                        "name": row.name,
+                        "score": _num(score.score),
+                        "standard_error": _num(score.standard_error),
+                        "items": score.n_items,
+                    }
+                    for score, row in ranked
+                ],
+            }
+        )
+    return {
+        "judge": data.judge,
+        "prompt_version": data.prompt_version,
+        "scale": 10,
+        "disciplines": out,
+    }
+
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "position",
+    "group",
+    "rank_low",
+    "rank_high",
+    "model_id",
+    "name",
+    "organisation",
+    "sessions",
+    "relative",
+    "relative_ci_low",
+    "relative_ci_high",
+    "absolute",
+    "absolute_ci_low",
+    "absolute_ci_high",
+    "absolute_variance",
+    "latency_median_s",
+    "latency_p95_s",
+    "usd_per_1k_items",
+)
+
+
+def csv_rows(data: LeaderboardData) -> list[dict[str, Any]]:
+    """One flat dict per model: ``CSV_COLUMNS`` then one column per discipline."""
+    out = []
+    for row in data.board.rows:
+        values: dict[str, Any] = {
+            "position": row.position,
+            "group": row.group,
+            "rank_low": row.rank_range[0],
+            "rank_high": row.rank_range[1],
+            "model_id": row.extra.get("model_id"),
+            "name": row.name,
+            "organisation": row.extra.get("organisation"),
+            "sessions": len(row.absolute.session_values),
+            "relative": _num(row.relative.mean),
+            "relative_ci_low": _num(row.relative.confidence_interval.low),
+            "relative_ci_high": _num(row.relative.confidence_interval.high),
+            "absolute": _num(row.absolute.mean),
+            "absolute_ci_low": _num(row.absolute.confidence_interval.low),
+            "absolute_ci_high": _num(row.absolute.confidence_interval.high),
+            "absolute_variance": _num(row.absolute.variance),
+            "latency_median_s": _num(row.usage.latency_median_s),
+            "latency_p95_s": _num(row.usage.latency_p95_s),
+            "usd_per_1k_items": _num(row.usage.usd_per_1k_items),
+        }
+        for discipline in data.board.disciplines:
+            score = row.disciplines.get(discipline)
+            values[discipline] = _num(score.score) if score else None
+        out.append(values)
+    return out
+
+
+class AnchorIn(BaseModel):
+    """``model_id`` of the new anchor; null returns to "the top model"."""
+
+    model_id: uuid.UUID | None
+
+
+class AnchorOut(BaseModel):
+    id: int
+    model_id: uuid.UUID | None
+    set_by: str
+    set_at: datetime

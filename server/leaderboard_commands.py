@@ -1,0 +1,169 @@
+"""``proctor leaderboard``: the ranking from the database, as a table, JSON or CSV; and
+``proctor admin set-anchor``: designate the anchor of relative scores."""
+
+from __future__ import annotations
+
+import csv
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from judge.prompts import PROMPT_VERSION
+from server.config import get_settings
+from server.leaderboard import service
+from server.leaderboard.schemas import (
+    CSV_COLUMNS,
+    csv_rows,
+    disciplines_json,
+    leaderboard_json,
+)
+from server.leaderboard.service import LeaderboardData
+from server.runtime import run_in_unit_of_work
+from server.scoring.judges import default_judge
+
+stdout = Console(highlight=False, soft_wrap=True)
+
+
+def leaderboard_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (every field).")] = False,
+    by_discipline: Annotated[
+        bool, typer.Option("--by-discipline", help="Models per discipline (10-point scale).")
+    ] = False,
+    csv_file: Annotated[
+        Path | None, typer.Option("--csv", help="Also write one row per model to this CSV file.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="Judge name (default: the default judge).")
+    ] = None,
+) -> None:
+    """The leaderboard: every model's relative and absolute score with its 95% interval,
+    the groups of models the data cannot separate, per-discipline scores, latency, cost
+    and contamination checks. Reads the database directly (run it where the server's
+    PROCTOR_ settings are)."""
+    settings = get_settings()
+
+    async def work(db: AsyncSession) -> LeaderboardData:
+        return await service.leaderboard(
+            db,
+            judge=judge or await default_judge(db, settings),
+            prompt_version=PROMPT_VERSION,
+            n_resamples=settings.leaderboard_resamples,
+            threshold=settings.leaderboard_tie_threshold,
+            gap_threshold=settings.contamination_gap_threshold,
+        )
+
+    data = run_in_unit_of_work(work)
+    if csv_file is not None:
+        _write_csv(csv_file, data)
+    if as_json:
+        view = disciplines_json(data) if by_discipline else leaderboard_json(data)
+        typer.echo(json.dumps(view, indent=2, ensure_ascii=False))
+    elif by_discipline:
+        _print_disciplines(disciplines_json(data))
+    else:
+        _print_models(leaderboard_json(data))
+
+
+def _write_csv(path: Path, data: LeaderboardData) -> None:
+    rows = csv_rows(data)
+    columns = [*CSV_COLUMNS, *data.board.disciplines]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(summary: dict[str, Any]) -> str:
+    return f"[{_fmt(summary['ci_low'])}, {_fmt(summary['ci_high'])}]"
+
+
+def _print_models(view: dict[str, Any]) -> None:
+    anchor = view["anchor"]
+    how = "designated" if anchor["designated"] else "top model"
+    table = Table(
+        title=f"Leaderboard (judge {view['judge']}, prompt {view['prompt_version']}; "
+        f"R relative to {anchor['name'] or '-'}, {how})"
+    )
+    for column in ("#", "group", "ranks", "model", "R", "R 95% CI", "S", "S 95% CI", "sessions"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_column("p50 / p95 s", justify="right")
+    table.add_column("contamination")
+    for row in view["models"]:
+        low, high = row["rank_range"]
+        table.add_row(
+            str(row["position"]),
+            str(row["group"]),
+            f"{low}-{high}" if low != high else str(low),
+            row["name"],
+            _fmt(row["relative"]["mean"]),
+            _interval(row["relative"]),
+            _fmt(row["absolute"]["mean"]),
+            _interval(row["absolute"]),
+            str(row["sessions"]),
+            f"{_fmt(row['latency']['median_s'])} / {_fmt(row['latency']['p95_s'])}",
+            _contamination(row["contamination"]),
+        )
+    stdout.print(table)
+    if anchor["note"]:
+        stdout.print(f"note: {anchor['note']}")
+    tied = [group for group in view["groups"] if len(group) > 1]
+    for group in tied:
+        stdout.print(f"cannot be ordered by the data: {', '.join(group)}")
+
+
+def _contamination(report: dict[str, Any]) -> str:
+    parts = []
+    if report["replay"]:
+        replay = report["replay"]
+        parts.append(f"replay {replay['near_exact']}/{replay['items']}")
+    if report["generalisation_gap"]:
+        gap = report["generalisation_gap"]
+        parts.append(f"gap {_fmt(gap['gap'])}" + (" FLAGGED" if gap["flagged"] else ""))
+    return ", ".join(parts) or "-"
+
+
+def _print_disciplines(view: dict[str, Any]) -> None:
+    for block in view["disciplines"]:
+        table = Table(title=f"{block['discipline']} (10-point scale)")
+        for column in ("model", "score", "s.e.", "items"):
+            table.add_column(column, justify="left" if column == "model" else "right")
+        for row in block["models"]:
+            table.add_row(
+                row["name"], _fmt(row["score"]), _fmt(row["standard_error"]), str(row["items"])
+            )
+        stdout.print(table)
+
+
+def set_anchor_command(
+    model_id: Annotated[
+        str | None, typer.Argument(help="Registered model id; omit with --top.")
+    ] = None,
+    top: Annotated[bool, typer.Option("--top", help="Anchor on the top model again.")] = False,
+) -> None:
+    """Designate the anchor of relative scores (R = S / S_anchor x 100). Every R is
+    recomputed against it; earlier designations stay in the history."""
+    if (model_id is None) == (not top):
+        raise typer.BadParameter("give a model id or --top, not both and not neither")
+    target = None
+    if model_id is not None:
+        try:
+            target = uuid.UUID(model_id)
+        except ValueError:
+            raise typer.BadParameter(f"{model_id!r} is not a model id (a UUID)") from None
+
+    async def work(db: AsyncSession) -> str:
+        anchor = await service.set_anchor(db, model_id=target, set_by="cli", now=datetime.now(UTC))
+        return str(anchor.model_id) if anchor.model_id else "top model"
+
+    typer.echo(f"anchor: {run_in_unit_of_work(work)}")

@@ -1,0 +1,42 @@
+"""The kinds of session (``EvalSession.mode``).
+
+* ``fixed``: a stratified sample of unseen items, scored and ranked (papers/004 §2.2).
+* ``replay``: contamination check by fill-in replay (papers/004 §3.3, finding 6): each
+  item is delivered with the end of its question hidden and the model is asked to
+  continue the text; near-exact completions are counted, not ranked.
+* ``anchor``: items of the private anchor set (``Item.status == "anchor"``, never served
+  in any other session), scored as usual; the score is compared with the model's fixed
+  sessions for the generalisation gap (papers/003 §4.3), not ranked.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from judge.contamination import MaskedText, mask_question
+
+
+class SessionMode(StrEnum):
+    FIXED = "fixed"
+    REPLAY = "replay"
+    ANCHOR = "anchor"
+
+
+CONTAMINATION_MODES: frozenset[SessionMode] = frozenset({SessionMode.REPLAY, SessionMode.ANCHOR})
+"""Modes that only admins and evaluators may open, and that never enter the ranking."""
+
+REPLAY_QTYPE = "replay"
+"""The ``qtype`` a replay session's items are delivered with: a text to continue."""
+
+
+def replay_mask(question: str) -> MaskedText | None:
+    """How a replay session splits ``question``: the delivered beginning and the hidden
+    end, the same in the API and in the scoring worker. A question too short for the
+    default mask (fewer than 9 units) hides what it can; None for a single word."""
+    try:
+        return mask_question(question)
+    except ValueError:
+        try:
+            return mask_question(question, min_hidden=1)
+        except ValueError:
+            return None
