@@ -1,0 +1,116 @@
+"""``proctor leaderboard``, ``proctor admin set-anchor`` and ``proctor bank anchor-set`` as a
+user runs them: real subprocesses on a database scored through the API and the local judge."""
+
+from __future__ import annotations
+
+import csv
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from bank.models import Item
+from server.database import create_engine, unit_of_work
+from tests.api_harness import World, running_api
+from tests.llm_harness import running_fake_llm
+from tests.server.leaderboard.test_leaderboard_api import JUDGE, drive, register, settings_for
+from tests.server.test_judge_cli import proctor
+
+
+@pytest.fixture
+async def scored_world(world_db: tuple[str, World]) -> tuple[str, World, dict[str, str]]:
+    """Two models of organisation A with two scored 12-item sessions each."""
+    db_url, world = world_db
+    assert world.a.model_id is not None
+    with running_fake_llm() as llm:
+        async with running_api(settings_for(db_url, llm)) as (_, client):
+            other = await register(client, world.a.keys, "second")
+            for model_id, correct in ((world.a.model_id, 0), (other, 1)):
+                for _ in range(2):
+                    await drive(
+                        client,
+                        db_url,
+                        keys=world.a.keys,
+                        model_id=model_id,
+                        n_items=12,
+                        correct=lambda p, c=correct: p % 3 != c,  # type: ignore[misc]
+                    )
+    env = {"PROCTOR_DATABASE_URL": db_url, "PROCTOR_JUDGES": json.dumps([_judge()])}
+    return db_url, world, env
+
+
+def _judge() -> dict[str, Any]:
+    return {"name": JUDGE, "base_url": "http://127.0.0.1:9/v1", "model": "judge"}
+
+
+async def test_leaderboard_json_table_disciplines_csv_and_anchor(
+    scored_world: tuple[str, World, dict[str, str]], run_sync: Any, tmp_path: Path
+) -> None:
+    *_, env = scored_world
+    out_csv = tmp_path / "board.csv"
+    as_json = await run_sync(proctor, env, "leaderboard", "--json", "--csv", str(out_csv))
+    table = await run_sync(proctor, env, "leaderboard")
+    disciplines = await run_sync(proctor, env, "leaderboard", "--by-discipline", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    board = json.loads(as_json.stdout)
+    assert len(board["models"]) == 2 and board["judge"] == JUDGE
+    top, second = board["models"]
+    assert top["relative"]["mean"] == pytest.approx(100)
+    assert {"latency", "cost", "contamination"} <= top.keys()
+    # the table shows every model with its interval and says how R is anchored
+    assert table.returncode == 0, table.stderr
+    for row in board["models"]:
+        assert row["name"] in table.stdout
+        assert f"{row['relative']['ci_low']:.2f}" in table.stdout
+    assert "top model" in table.stdout
+    # the CSV holds one row per model, in order, with a column per discipline
+    with out_csv.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["model_id"] for r in rows] == [m["model_id"] for m in board["models"]]
+    assert float(rows[0]["relative"]) == pytest.approx(top["relative"]["mean"], abs=1e-3)
+    assert float(rows[1]["absolute_ci_low"]) == pytest.approx(second["absolute"]["ci_low"])
+    for discipline, score in top["disciplines"].items():
+        assert float(rows[0][discipline]) == pytest.approx(score["score"])
+    view = json.loads(disciplines.stdout)
+    assert {b["discipline"] for b in view["disciplines"]} == set(top["disciplines"])
+
+    # designating the second model: its R becomes 100; --top goes back; bad input refused
+    chosen = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"])
+    assert chosen.returncode == 0, chosen.stderr
+    anchored = json.loads((await run_sync(proctor, env, "leaderboard", "--json")).stdout)
+    relative = {m["model_id"]: m["relative"]["mean"] for m in anchored["models"]}
+    assert relative[second["model_id"]] == pytest.approx(100)
+    assert anchored["anchor"]["designated"] is True
+    missing = await run_sync(proctor, env, "admin", "set-anchor", str(uuid.uuid4()))
+    both = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"], "--top")
+    assert missing.returncode == 1 and "no model" in missing.stderr
+    assert both.returncode == 2
+    back = await run_sync(proctor, env, "admin", "set-anchor", "--top")
+    assert back.returncode == 0 and "top model" in back.stdout
+
+
+async def test_bank_anchor_set_withholds_families(
+    world_db: tuple[str, World], run_sync: Any
+) -> None:
+    db_url, _world = world_db
+    env = {"PROCTOR_DATABASE_URL": db_url}
+    done = await run_sync(proctor, env, "bank", "anchor-set", "--size", "6", "--json")
+    too_many = await run_sync(proctor, env, "bank", "anchor-set", "--size", "100000")
+    assert done.returncode == 0, done.stderr
+    change = json.loads(done.stdout)
+    assert change["families"] == 6 and sum(change["by_discipline"].values()) == 6
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            families = await db.scalar(
+                select(func.count(func.distinct(Item.family_id))).where(Item.status == "anchor")
+            )
+            items = await db.scalar(select(func.count()).where(Item.status == "anchor"))
+    finally:
+        await engine.dispose()
+    assert families == 6 and items == change["items"]
+    assert too_many.returncode == 1
+    assert "cannot withhold 100000" in too_many.stderr
