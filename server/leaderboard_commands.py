@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from judge.input_problems import InputError
 from judge.prompts import PROMPT_VERSION
+from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
 from server.config import get_settings
 from server.leaderboard import service
 from server.leaderboard.schemas import (
@@ -25,7 +28,7 @@ from server.leaderboard.schemas import (
     leaderboard_json,
 )
 from server.leaderboard.service import LeaderboardData
-from server.runtime import run_in_unit_of_work
+from server.runtime import run_in_unit_of_work, stderr
 from server.scoring.judges import default_judge
 
 stdout = Console(highlight=False, soft_wrap=True)
@@ -42,12 +45,30 @@ def leaderboard_command(
     judge: Annotated[
         str | None, typer.Option("--judge", help="Judge name (default: the default judge).")
     ] = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Add Elo and Bradley-Terry ratings.")
+    ] = False,
+    compare: Annotated[
+        Path | None,
+        typer.Option(
+            "--compare",
+            help="A static leaderboard CSV (model + score or rank): Spearman, Kendall, "
+            "rank displacement and inverted pairs against our relative scores.",
+        ),
+    ] = None,
 ) -> None:
     """The leaderboard: every model's relative and absolute score with its 95% interval,
     the groups of models the data cannot separate, per-discipline scores, latency, cost
     and contamination checks. Reads the database directly (run it where the server's
     PROCTOR_ settings are)."""
     settings = get_settings()
+    static = None
+    if compare is not None:
+        try:
+            static = read_leaderboard_csv(compare)
+        except InputError as error:
+            stderr.print(f"[red]error:[/red] {error}")
+            raise typer.Exit(1) from None
 
     async def work(db: AsyncSession) -> LeaderboardData:
         return await service.leaderboard(
@@ -57,18 +78,39 @@ def leaderboard_command(
             n_resamples=settings.leaderboard_resamples,
             threshold=settings.leaderboard_tie_threshold,
             gap_threshold=settings.contamination_gap_threshold,
+            baselines=baselines,
         )
 
     data = run_in_unit_of_work(work)
     if csv_file is not None:
         _write_csv(csv_file, data)
+    comparison = None
+    if static is not None:
+        ours = {row.name: row.absolute.mean for row in data.board.rows}
+        comparison = compare_rankings(ours, static.scores)
     if as_json:
         view = disciplines_json(data) if by_discipline else leaderboard_json(data)
+        if comparison is not None:
+            view["static_comparison"] = comparison.to_json()
         typer.echo(json.dumps(view, indent=2, ensure_ascii=False))
-    elif by_discipline:
+        return
+    if by_discipline:
         _print_disciplines(disciplines_json(data))
     else:
         _print_models(leaderboard_json(data))
+    if comparison is not None:
+        _print_comparison(comparison)
+
+
+def _print_comparison(comparison: RankComparison) -> None:
+    stdout.print(
+        f"against the static leaderboard ({comparison.n_common} common models): "
+        f"Spearman {_fmt(comparison.spearman, 3)}, Kendall {_fmt(comparison.kendall, 3)}, "
+        f"inverted pairs {_fmt(comparison.inverted_share * 100, 1)}%"
+    )
+    for model, delta in comparison.displacement.items():
+        if delta:
+            stdout.print(f"  {model}: rank displacement {delta:+g}")
 
 
 def _write_csv(path: Path, data: LeaderboardData) -> None:
@@ -81,10 +123,12 @@ def _write_csv(path: Path, data: LeaderboardData) -> None:
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
-def _interval(summary: dict[str, Any]) -> str:
+def _interval(summary: dict[str, Any] | None) -> str:
+    if summary is None:
+        return "-"
     return f"[{_fmt(summary['ci_low'])}, {_fmt(summary['ci_high'])}]"
 
 
@@ -106,7 +150,7 @@ def _print_models(view: dict[str, Any]) -> None:
             str(row["group"]),
             f"{low}-{high}" if low != high else str(low),
             row["name"],
-            _fmt(row["relative"]["mean"]),
+            _fmt(row["relative"]["mean"] if row["relative"] else None),
             _interval(row["relative"]),
             _fmt(row["absolute"]["mean"]),
             _interval(row["absolute"]),
@@ -115,6 +159,10 @@ def _print_models(view: dict[str, Any]) -> None:
             _contamination(row["contamination"]),
         )
     stdout.print(table)
+    if "baselines" in view:
+        base = view["baselines"]
+        ratings = ", ".join(f"{m['name']} {_fmt(m['elo'], 0)}" for m in base["models"])
+        stdout.print(f"Elo ({base['n_comparisons']} per-item comparisons): {ratings}")
     if anchor["note"]:
         stdout.print(f"note: {anchor['note']}")
     tied = [group for group in view["groups"] if len(group) > 1]

@@ -31,6 +31,7 @@ import numpy as np
 
 from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
 from judge.ranking.stability import (
+    BootstrapReplicates,
     ModelSummary,
     hierarchical_bootstrap,
     model_summary,
@@ -112,7 +113,8 @@ class LeaderboardRow:
     group: int
     rank_range: tuple[int, int]
     absolute: ModelSummary
-    relative: ModelSummary
+    relative: ModelSummary | None
+    """None only when no model can anchor (see :func:`build_leaderboard`)."""
     disciplines: dict[str, DisciplineScore]
     usage: Usage
     extra: Mapping[str, Any]
@@ -185,8 +187,7 @@ def build_leaderboard(
     runs = {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked}
     boot = hierarchical_bootstrap(runs, n_resamples=n_resamples, rng=seed)
     absolute = model_summary(boot, confidence_level=confidence_level)
-    chosen, designated, note = _choose_anchor(anchor, absolute)
-    relative = model_summary(boot, anchor=chosen, confidence_level=confidence_level)
+    chosen, designated, note, relative = _relative(boot, anchor, absolute, confidence_level)
     ranking = tie_groups(boot, threshold=threshold, confidence_level=confidence_level)
     by_key = {r.key: r for r in ranked}
     rows = tuple(
@@ -197,7 +198,7 @@ def build_leaderboard(
             group=entry.group,
             rank_range=entry.rank_range,
             absolute=absolute[entry.model],
-            relative=relative[entry.model],
+            relative=relative[entry.model] if relative else None,
             disciplines=_disciplines(by_key[entry.model].disciplines),
             usage=_usage(by_key[entry.model]),
             extra=by_key[entry.model].extra,
@@ -209,17 +210,35 @@ def build_leaderboard(
     )
 
 
-def _choose_anchor(
-    anchor: str | None, absolute: Mapping[str, ModelSummary]
-) -> tuple[str, bool, str | None]:
-    top = max(absolute, key=lambda key: absolute[key].mean)
-    if anchor is None:
-        return top, False, None
-    if anchor not in absolute:
-        return top, False, "the designated anchor has no scored sessions; the top model is used"
-    if absolute[anchor].mean <= 0:
-        return top, False, "the designated anchor scores 0; the top model is used"
-    return anchor, True, None
+def _relative(
+    boot: BootstrapReplicates,
+    anchor: str | None,
+    absolute: Mapping[str, ModelSummary],
+    confidence_level: float,
+) -> tuple[str | None, bool, str | None, dict[str, ModelSummary] | None]:
+    """The anchor and the relative summaries against it.
+
+    ``R`` needs an anchor that scores above 0 in every session and every bootstrap
+    replicate. The designated anchor is tried first, then the models from the top down;
+    the note says why the designated one (or the top model) was passed over. When no model
+    qualifies (every model scores 0 somewhere), there are no relative scores."""
+    by_mean = sorted(absolute, key=lambda key: -absolute[key].mean)
+    candidates = ([anchor] if anchor is not None else []) + by_mean
+    notes: list[str] = []
+    if anchor is not None and anchor not in absolute:
+        notes.append("the designated anchor has no scored sessions")
+        candidates = by_mean
+    for key in dict.fromkeys(candidates):
+        try:
+            relative = model_summary(boot, anchor=key, confidence_level=confidence_level)
+        except ValueError:
+            notes.append(f"{key} scores 0 in a session or a bootstrap replicate")
+            continue
+        designated = key == anchor
+        note = "; ".join(notes) + ("; the top usable model is used" if notes else "")
+        return key, designated, note or None, relative
+    notes.append("no model can anchor relative scores")
+    return None, False, "; ".join(notes), None
 
 
 def _disciplines(scores: Mapping[str, Sequence[int]]) -> dict[str, DisciplineScore]:

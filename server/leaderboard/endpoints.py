@@ -32,6 +32,9 @@ async def read_leaderboard(
     judge: Annotated[
         str | None, Query(max_length=100, description="Judge (default: the default judge).")
     ] = None,
+    baselines: Annotated[
+        bool, Query(description="Add Elo and Bradley-Terry ratings from per-item comparisons.")
+    ] = False,
 ) -> dict[str, Any]:
     """Models best first with absolute and relative scores, 95% intervals, tie groups and
     rank ranges (groups are models the data cannot order); or the per-discipline view."""
@@ -43,6 +46,7 @@ async def read_leaderboard(
         n_resamples=settings.leaderboard_resamples,
         threshold=settings.leaderboard_tie_threshold,
         gap_threshold=settings.contamination_gap_threshold,
+        baselines=baselines,
     )
     if view == "disciplines":
         return disciplines_json(data)

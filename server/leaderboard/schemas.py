@@ -27,7 +27,9 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(value, digits)
 
 
-def _summary(summary: ModelSummary) -> dict[str, Any]:
+def _summary(summary: ModelSummary | None) -> dict[str, Any] | None:
+    if summary is None:
+        return None
     return {
         "mean": _num(summary.mean),
         "ci_low": _num(summary.confidence_interval.low),
@@ -133,7 +135,27 @@ def leaderboard_json(
         "tie_threshold": board.threshold,
         "groups": [[names[k] for k in group] for group in board.groups],
         "models": rows,
+        **({"baselines": _baselines(data)} if data.baselines is not None else {}),
     }
+
+
+def _baselines(data: LeaderboardData) -> dict[str, Any]:
+    """Elo and Bradley-Terry per model, in leaderboard order."""
+    base = data.baselines
+    assert base is not None
+    rows = []
+    for row in data.board.rows:
+        elo = base.elo.ratings.get(row.key) if base.elo else None
+        bt = base.bradley_terry.log_strengths.get(row.key) if base.bradley_terry else None
+        rows.append(
+            {
+                "model_id": row.key,
+                "name": row.name,
+                "elo": _num(elo, 1),
+                "bt_log_strength": _num(bt),
+            }
+        )
+    return {"n_comparisons": base.n_comparisons, "note": base.note, "models": rows}
 
 
 def disciplines_json(data: LeaderboardData) -> dict[str, Any]:
@@ -207,9 +229,11 @@ def csv_rows(data: LeaderboardData) -> list[dict[str, Any]]:
             "name": row.name,
             "organisation": row.extra.get("organisation"),
             "sessions": len(row.absolute.session_values),
-            "relative": _num(row.relative.mean),
-            "relative_ci_low": _num(row.relative.confidence_interval.low),
-            "relative_ci_high": _num(row.relative.confidence_interval.high),
+            "relative": _num(row.relative.mean) if row.relative else None,
+            "relative_ci_low": _num(row.relative.confidence_interval.low) if row.relative else None,
+            "relative_ci_high": (
+                _num(row.relative.confidence_interval.high) if row.relative else None
+            ),
             "absolute": _num(row.absolute.mean),
             "absolute_ci_low": _num(row.absolute.confidence_interval.low),
             "absolute_ci_high": _num(row.absolute.confidence_interval.high),

@@ -27,6 +27,14 @@ from judge.contamination import (
     replay_rate,
 )
 from judge.ranking.leaderboard import Leaderboard, ModelRecord, build_leaderboard
+from judge.ranking.pairwise import (
+    BradleyTerryError,
+    BradleyTerryResult,
+    EloResult,
+    bradley_terry,
+    comparisons_from_items,
+    elo,
+)
 from judge.ranking.scores import MAX_SCORE
 from server.errors import NotFound
 from server.leaderboard.models import RankingAnchor
@@ -43,6 +51,8 @@ class _Collected:
     """What the database holds for one model, by session mode."""
 
     sessions: dict[uuid.UUID, list[int]] = field(default_factory=dict)
+    items: dict[uuid.UUID, list[int]] = field(default_factory=lambda: defaultdict(list))
+    """Item id -> its scores (per-item comparisons between models, for Elo and BT)."""
     disciplines: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     latencies_s: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
@@ -60,11 +70,23 @@ class Contamination:
 
 
 @dataclass(frozen=True, slots=True)
+class Baselines:
+    """Elo (papers/004 app. D) and Bradley-Terry ratings from per-item comparisons: two
+    models compared on every item both were served (their mean score on it)."""
+
+    n_comparisons: int
+    elo: EloResult | None
+    bradley_terry: BradleyTerryResult | None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LeaderboardData:
     board: Leaderboard
     contamination: Contamination
     judge: str
     prompt_version: str
+    baselines: Baselines | None = None
 
 
 async def _scores_by_model(
@@ -78,6 +100,7 @@ async def _scores_by_model(
             EvalSession.id,
             Verdict.score,
             Item.discipline,
+            Answer.item_id,
             Answer.delivered_at,
             Answer.submitted_at,
             Answer.prompt_tokens,
@@ -99,9 +122,20 @@ async def _scores_by_model(
         .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
     )
     out: dict[uuid.UUID, _Collected] = defaultdict(_Collected)
-    for model_id, session_id, score, discipline, delivered, submitted, p_tok, c_tok in rows:
+    for (
+        model_id,
+        session_id,
+        score,
+        discipline,
+        item_id,
+        delivered,
+        submitted,
+        p_tok,
+        c_tok,
+    ) in rows:
         entry = out[model_id]
         entry.sessions.setdefault(session_id, []).append(score)
+        entry.items[item_id].append(score)
         entry.disciplines[discipline].append(score)
         entry.latencies_s.append(max(0.0, (submitted - delivered).total_seconds()))
         if p_tok is not None and c_tok is not None:
@@ -144,9 +178,11 @@ async def leaderboard(
     n_resamples: int,
     threshold: float,
     gap_threshold: float,
+    baselines: bool = False,
 ) -> LeaderboardData:
     """The leaderboard from the verdicts of ``judge`` and ``prompt_version``, with the
-    current anchor designation, and the contamination report."""
+    current anchor designation, the contamination report and, with ``baselines``, Elo and
+    Bradley-Terry ratings."""
     fixed = await _scores_by_model(
         db, mode=SessionMode.FIXED, judge=judge, prompt_version=prompt_version
     )
@@ -171,7 +207,25 @@ async def leaderboard(
         replay={str(m): replay_rate(_near_exact(data)) for m, data in replay.items()},
         gap=_gap(board, anchor_set, gap_threshold),
     )
-    return LeaderboardData(board, contamination, judge, prompt_version)
+    extra = _baselines(fixed) if baselines else None
+    return LeaderboardData(board, contamination, judge, prompt_version, extra)
+
+
+def _baselines(fixed: dict[uuid.UUID, _Collected]) -> Baselines:
+    per_item = {
+        str(model_id): {item: sum(s) / len(s) for item, s in data.items.items()}
+        for model_id, data in fixed.items()
+    }
+    comparisons = comparisons_from_items(per_item)
+    if not comparisons:
+        return Baselines(0, None, None, "no two models share an item")
+    ratings = elo(comparisons, rng=0)
+    try:
+        strengths: BradleyTerryResult | None = bradley_terry(comparisons)
+        note = None
+    except BradleyTerryError as error:
+        strengths, note = None, f"Bradley-Terry: {error}"
+    return Baselines(len(comparisons), ratings, strengths, note)
 
 
 def _record(

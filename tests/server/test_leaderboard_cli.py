@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,17 @@ from tests.server.test_judge_cli import proctor
 
 @pytest.fixture
 async def scored_world(world_db: tuple[str, World]) -> tuple[str, World, dict[str, str]]:
-    """Two models of organisation A with two scored 12-item sessions each."""
+    """Two models of organisation A (2/3 and 1/3 right) with two scored 12-item sessions each."""
     db_url, world = world_db
     assert world.a.model_id is not None
     with running_fake_llm() as llm:
         async with running_api(settings_for(db_url, llm)) as (_, client):
             other = await register(client, world.a.keys, "second")
-            for model_id, correct in ((world.a.model_id, 0), (other, 1)):
+            plans: list[tuple[uuid.UUID, Callable[[int], bool]]] = [
+                (world.a.model_id, lambda p: p % 3 != 0),  # 2/3 right
+                (other, lambda p: p % 3 == 0),  # 1/3 right
+            ]
+            for model_id, correct in plans:
                 for _ in range(2):
                     await drive(
                         client,
@@ -36,7 +41,7 @@ async def scored_world(world_db: tuple[str, World]) -> tuple[str, World, dict[st
                         keys=world.a.keys,
                         model_id=model_id,
                         n_items=12,
-                        correct=lambda p, c=correct: p % 3 != c,  # type: ignore[misc]
+                        correct=correct,
                     )
     env = {"PROCTOR_DATABASE_URL": db_url, "PROCTOR_JUDGES": json.dumps([_judge()])}
     return db_url, world, env
@@ -76,6 +81,28 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
         assert float(rows[0][discipline]) == pytest.approx(score["score"])
     view = json.loads(disciplines.stdout)
     assert {b["discipline"] for b in view["disciplines"]} == set(top["disciplines"])
+
+    # a static leaderboard that orders the two the other way round; Elo needs shared items
+    static = tmp_path / "static.csv"
+    static.write_text(f"model,score\n{top['name']},40\n{second['name']},60\n", encoding="utf-8")
+    compared = await run_sync(
+        proctor, env, "leaderboard", "--json", "--baselines", "--compare", str(static)
+    )
+    printed = await run_sync(proctor, env, "leaderboard", "--compare", str(static))
+    broken = tmp_path / "broken.csv"
+    broken.write_text("model,score\nx,high\n", encoding="utf-8")
+    refused = await run_sync(proctor, env, "leaderboard", "--compare", str(broken))
+    assert compared.returncode == 0, compared.stderr
+    result = json.loads(compared.stdout)
+    assert result["static_comparison"]["n_common"] == 2, result["static_comparison"]
+    assert result["static_comparison"]["spearman"] == pytest.approx(-1)
+    assert result["static_comparison"]["inverted_share"] == pytest.approx(1)
+    assert result["static_comparison"]["displacement"] == {top["name"]: 1, second["name"]: -1}
+    # one organisation is never served an item twice, so its models share no item
+    assert result["baselines"]["n_comparisons"] == 0
+    assert result["baselines"]["note"] == "no two models share an item"
+    assert "Spearman -1.000" in printed.stdout and "inverted pairs 100.0%" in printed.stdout
+    assert refused.returncode == 1 and "broken.csv:2" in refused.stderr
 
     # designating the second model: its R becomes 100; --top goes back; bad input refused
     chosen = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"])

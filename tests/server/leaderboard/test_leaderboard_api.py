@@ -166,6 +166,9 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
         by_discipline = (
             await client.get("/v1/leaderboard", params={"view": "disciplines"}, headers=vendor)
         ).json()
+        with_baselines = (
+            await client.get("/v1/leaderboard", params={"baselines": "true"}, headers=vendor)
+        ).json()
 
         # the order, the scores (eq. 1 averaged over sessions) and relative to the top model
         rows = board["models"]
@@ -202,6 +205,13 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
         assert by_name["strong"]["cost"]["usd_per_1k_items"] == pytest.approx(0.6)
         assert by_name["weak"]["cost"]["usd_per_1k_items"] is None
         assert by_name["strong"]["organisation"] == "org-a"
+
+        # Elo and Bradley-Terry from the items two organisations' models shared
+        base = with_baselines["baselines"]
+        assert [m["model_id"] for m in base["models"]] == [r["model_id"] for r in rows]
+        assert "baselines" not in board
+        if base["n_comparisons"]:
+            assert all(m["elo"] is not None for m in base["models"] if m["name"] != "model-org-a")
 
         # vendors see the configured public fields only, with intervals and groups
         for row in public["models"]:
