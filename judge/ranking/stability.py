@@ -452,8 +452,10 @@ class ModelSummary:
         100``, the estimate the bootstrap replicates ``R*`` scatter around; it can differ
         in the last digits from the mean of ``session_values``.
     variance : float
-        Sample variance of ``session_values`` with ``ddof=1`` (divisor ``J - 1``, as
-        papers/004 table 9 computes it); NaN for a single session.
+        Sample variance of ``session_values`` with ``ddof=1`` (divisor ``J - 1``); NaN for
+        a single session. papers/004 table 9 uses the same estimator but over five values
+        (its three 1,000-item trials and the 2,000- and 4,000-item runs: GPT-4o's five
+        values give 1.626, printed 1.63); over its three trials alone GPT-4o's is 2.98.
     standard_error : float
         Standard deviation (``ddof=1``) of the bootstrap replicates.
     confidence_interval : ConfidenceInterval
@@ -560,7 +562,7 @@ def model_summary(
     """Mean, variance and bootstrap interval of every model's score over its sessions.
 
     papers/004 §3.4 (Finding 7) and app. F, table 9 report the mean and variance of three
-    1,000-item trials; issue 5 adds a hierarchical bootstrap interval (sessions within the
+    1,000-item trials and two larger runs (see ``ModelSummary.variance``); issue 5 adds a hierarchical bootstrap interval (sessions within the
     model, then items within each session; see :func:`hierarchical_bootstrap`).
 
     Parameters
