@@ -562,8 +562,9 @@ def model_summary(
     """Mean, variance and bootstrap interval of every model's score over its sessions.
 
     papers/004 §3.4 (Finding 7) and app. F, table 9 report the mean and variance of three
-    1,000-item trials and two larger runs (see ``ModelSummary.variance``); issue 5 adds a hierarchical bootstrap interval (sessions within the
-    model, then items within each session; see :func:`hierarchical_bootstrap`).
+    1,000-item trials and two larger runs (see ``ModelSummary.variance``); issue 5 adds a
+    hierarchical bootstrap interval (sessions within the model, then items within each
+    session; see :func:`hierarchical_bootstrap`).
 
     Parameters
     ----------

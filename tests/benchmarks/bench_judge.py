@@ -93,7 +93,6 @@ import pstats
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -104,12 +103,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-import httpx
 
 from judge.chat import ChatClient, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
-from tests.services import free_port
+from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
 
 TARGET_RATIO = 0.9
 TARGET_CPU_MS = 1.0
@@ -122,51 +120,9 @@ JUDGE_NAME = "judge-v1"
 # --------------------------------------------------------------------------- #
 
 
-@dataclass
-class FakeProvider:
-    proc: subprocess.Popen[bytes]
-    root: str
-    log: Path
-    _before_reset: int = 0
-
-    def draws_made(self) -> int:
-        """Chat requests served so far (each drew the error dice once)."""
-        return self._before_reset + int(self.stats()["requests"])
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.root}/v1"
-
-    def stats(self) -> dict[str, Any]:
-        result: dict[str, Any] = httpx.get(f"{self.root}/stats", timeout=10).json()
-        return result
-
-    def reset(self) -> None:
-        self._before_reset += int(self.stats()["requests"])
-        httpx.post(f"{self.root}/stats/reset", timeout=10).raise_for_status()
-
-    def cpu_s(self) -> float:
-        """CPU seconds (user + system) the provider process has used so far."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
 def start_fake_llm(
     *, latency_ms: float, error_rate: float, retry_after: float, seed: int, workdir: Path
-) -> FakeProvider:
+) -> FakeLlmProcess:
     """``proctor fake-llm serve`` on a free port; returns once ``/stats`` answers.
 
     If ``proctor`` itself does not start (its CLI imports the whole server), falls back to
@@ -176,31 +132,11 @@ def start_fake_llm(
     options = ["--latency-ms", str(latency_ms), "--error-rate", str(error_rate)]
     options += ["--retry-after", str(retry_after), "--seed", str(seed)]
     try:
-        return _start([proctor, "fake-llm", "serve", *options], workdir)
+        return start_fake_llm_process([proctor, "fake-llm", "serve", *options], workdir)
     except RuntimeError as error:
         tail = str(error).strip().splitlines()[-1]
         print(f"  ! 'proctor fake-llm serve' failed ({tail}); using 'python -m fakellm serve'")
-        return _start([sys.executable, "-m", "fakellm", "serve", *options], workdir)
-
-
-def _start(cmd: list[str], workdir: Path) -> FakeProvider:
-    port = free_port()
-    log = workdir / f"fake-llm-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    provider = FakeProvider(proc, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fake-llm exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        try:
-            provider.stats()
-            return provider
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                provider.stop()
-                raise RuntimeError(f"fake-llm did not answer on port {port}") from None
-            time.sleep(0.05)
+        return start_fake_llm_process([sys.executable, "-m", "fakellm", "serve", *options], workdir)
 
 
 def machine_busy() -> tuple[float, float]:
@@ -386,7 +322,7 @@ def check_outcomes(outcomes: list[Any], expected: list[int]) -> tuple[int, int, 
 
 
 async def run_client_phase(
-    provider: FakeProvider,
+    provider: FakeLlmProcess,
     inputs: list[JudgeInput],
     expected: list[int],
     *,
@@ -719,7 +655,7 @@ async def job_states(db_url: str, session_id: Any) -> tuple[dict[str, int], Any]
 
 
 async def run_pipeline(
-    db_url: str, provider: FakeProvider, args: argparse.Namespace, bounds: Any
+    db_url: str, provider: FakeLlmProcess, args: argparse.Namespace, bounds: Any
 ) -> tuple[PipelineResult, TailBound]:
     from datetime import UTC, datetime
 
@@ -812,7 +748,7 @@ async def run_pipeline(
 
 
 def pipeline_phase(
-    args: argparse.Namespace, provider: FakeProvider, bounds: Any
+    args: argparse.Namespace, provider: FakeLlmProcess, bounds: Any
 ) -> tuple[PipelineResult, TailBound]:
     from server.database import upgrade
     from tests import services
@@ -912,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.getloadavg()[0]:.2f} before start (other processes share the cores)"
     )
 
-    def bounds(n: int, provider: FakeProvider) -> TailBound:
+    def bounds(n: int, provider: FakeLlmProcess) -> TailBound:
         return tail_bound(
             n,
             latency_s,

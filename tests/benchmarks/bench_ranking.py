@@ -125,22 +125,9 @@ from server.orgs.service import create_org
 from server.scoring.models import Verdict
 from server.sessions.models import Answer
 from tests.api_harness import LiveServer, live_server
-from tests.services import free_port
+from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8
+from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
 
-TABLE8 = Path("/work/shared/data/llmeval_fair_table8.tsv")
-DISCIPLINES = (
-    "Engineering",
-    "Economics",
-    "Education",
-    "Law",
-    "Literature",
-    "Management",
-    "Science",
-    "History",
-    "Medicine",
-    "Military",
-)
-ANCHOR = "Doubao-1.5-Thinking-Pro"
 PAPER_VARIANCE_BOUND = 1.68
 """papers/004 §3.4: relative scores vary with sigma^2 <= 1.68 (table 9's largest: 1.63)."""
 DEFAULT_MODELS = (
@@ -334,51 +321,11 @@ def machine_busy() -> tuple[float, float]:
     return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
-@dataclass
-class FakeLlm:
-    proc: subprocess.Popen[bytes]
-    root: str
-    log: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.root}/v1"
-
-    def stats(self) -> dict[str, Any]:
-        result: dict[str, Any] = httpx.get(f"{self.root}/stats", timeout=10).json()
-        return result
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-def start_fake_llm(profiles: Path, answer_key: str, seed: int, workdir: Path) -> FakeLlm:
-    """``proctor fake-llm serve`` on a free port; returns once ``/stats`` answers."""
-    port = free_port()
-    log = workdir / "fake-llm.log"
-    cmd = [*proctor_cmd(), "fake-llm", "serve", "--port", str(port)]
-    cmd += ["--profiles", str(profiles), "--answer-key", answer_key, "--seed", str(seed)]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    fake = FakeLlm(proc, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fake-llm exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        try:
-            fake.stats()
-            return fake
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                fake.stop()
-                raise RuntimeError(f"fake-llm did not answer: {log.read_text()[-2000:]}") from None
-            time.sleep(0.1)
+def start_fake_llm(profiles: Path, answer_key: str, seed: int, workdir: Path) -> FakeLlmProcess:
+    """``proctor fake-llm serve`` with the simulated models and the judge; waits until up."""
+    cmd = [*proctor_cmd(), "fake-llm", "serve", "--profiles", str(profiles)]
+    cmd += ["--answer-key", answer_key, "--seed", str(seed)]
+    return start_fake_llm_process(cmd, workdir, timeout_s=120)
 
 
 def write_profiles(path: Path, rows: Sequence[Table8Row]) -> None:
@@ -649,7 +596,7 @@ class DriveResult:
 
 
 async def drive_all(
-    server: LiveServer, fake: FakeLlm, tenants: Sequence[Tenant], args: argparse.Namespace
+    server: LiveServer, fake: FakeLlmProcess, tenants: Sequence[Tenant], args: argparse.Namespace
 ) -> DriveResult:
     counters = Counters()
     limits = httpx.Limits(max_connections=2 * args.concurrency + 4, max_keepalive_connections=None)
@@ -1229,7 +1176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-ranking-"))
     t_start = time.monotonic()
     failures: list[str] = []
-    fake: FakeLlm | None = None
+    fake: FakeLlmProcess | None = None
     try:
         with services.postgres_server(bindir) as pg:
             pg.create_database("bench_ranking")
