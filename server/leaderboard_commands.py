@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import uuid
@@ -18,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from judge.input_problems import InputError
 from judge.prompts import PROMPT_VERSION
+from judge.ranking.diagnostics import SchemeError, validate_schemes
+from judge.ranking.leaderboard import board_diagnostics
 from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
 from server.config import get_settings
 from server.leaderboard import service
@@ -48,6 +51,22 @@ def leaderboard_command(
     baselines: Annotated[
         bool, typer.Option("--baselines", help="Add Elo and Bradley-Terry ratings.")
     ] = False,
+    diagnostics: Annotated[
+        bool,
+        typer.Option(
+            "--diagnostics",
+            help="Add the anisotropy index, RSA over weighting schemes and capability "
+            "inconsistency of the discipline scores.",
+        ),
+    ] = False,
+    schemes: Annotated[
+        Path | None,
+        typer.Option(
+            "--schemes",
+            help='Weighting schemes for RSA: JSON {"scheme": {"discipline": weight}}; '
+            "default: ReLE's three on the LLMEval-Fair disciplines.",
+        ),
+    ] = None,
     compare: Annotated[
         Path | None,
         typer.Option(
@@ -82,6 +101,8 @@ def leaderboard_command(
         )
 
     data = run_in_unit_of_work(work)
+    if diagnostics:
+        data = _with_diagnostics(data, schemes)
     if csv_file is not None:
         _write_csv(csv_file, data)
     comparison = None
@@ -113,6 +134,22 @@ def _print_comparison(comparison: RankComparison) -> None:
             stdout.print(f"  {model}: rank displacement {delta:+g}")
 
 
+def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardData:
+    chosen = None
+    if path is not None:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8-sig"))
+            chosen = validate_schemes(raw, data.board.disciplines)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            stderr.print(f"[red]error:[/red] --schemes: {path}: {error}")
+            raise typer.Exit(1) from None
+        except SchemeError as error:
+            for problem in error.problems:
+                stderr.print(f"[red]error:[/red] {path}: {problem}")
+            raise typer.Exit(1) from None
+    return dataclasses.replace(data, diagnostics=board_diagnostics(data.board, chosen))
+
+
 def _write_csv(path: Path, data: LeaderboardData) -> None:
     rows = csv_rows(data)
     columns = [*CSV_COLUMNS, *data.board.disciplines]
@@ -141,6 +178,7 @@ def _print_models(view: dict[str, Any]) -> None:
     )
     for column in ("#", "group", "ranks", "model", "R", "R 95% CI", "S", "S 95% CI", "sessions"):
         table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_column("P(>next)", justify="right")
     table.add_column("p50 / p95 s", justify="right")
     table.add_column("contamination")
     for row in view["models"]:
@@ -155,10 +193,18 @@ def _print_models(view: dict[str, Any]) -> None:
             _fmt(row["absolute"]["mean"]),
             _interval(row["absolute"]),
             str(row["sessions"]),
+            _fmt(row["beats_next"], 3),
             f"{_fmt(row['latency']['median_s'])} / {_fmt(row['latency']['p95_s'])}",
             _contamination(row["contamination"]),
         )
     stdout.print(table)
+    if view.get("diagnostics"):
+        found = view["diagnostics"]
+        stdout.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
+        for name in found["models"]:
+            rsa = found["rsa"][name] if found["rsa"] else "-"
+            ci = _fmt(found["capability_inconsistency"][name], 3)
+            stdout.print(f"  {name}: RSA {rsa}, capability inconsistency {ci}")
     if "baselines" in view:
         base = view["baselines"]
         ratings = ", ".join(f"{m['name']} {_fmt(m['elo'], 0)}" for m in base["models"])

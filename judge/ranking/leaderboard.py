@@ -29,6 +29,17 @@ from typing import Any
 
 import numpy as np
 
+from judge.ranking.diagnostics import (
+    LLMEVAL_FAIR_DISCIPLINES,
+    RELE_SCHEMES,
+    AnisotropyResult,
+    CapabilityInconsistency,
+    RankStability,
+    ScoreMatrix,
+    anisotropy_index,
+    capability_inconsistency,
+    rank_stability_amplitude,
+)
 from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
 from judge.ranking.stability import (
     BootstrapReplicates,
@@ -112,6 +123,9 @@ class LeaderboardRow:
     position: int
     group: int
     rank_range: tuple[int, int]
+    beats_next: float | None
+    """P(this model beats the next one down) over the bootstrap replicates; None for the
+    last row."""
     absolute: ModelSummary
     relative: ModelSummary | None
     """None only when no model can anchor (see :func:`build_leaderboard`)."""
@@ -190,6 +204,7 @@ def build_leaderboard(
     chosen, designated, note, relative = _relative(boot, anchor, absolute, confidence_level)
     ranking = tie_groups(boot, threshold=threshold, confidence_level=confidence_level)
     by_key = {r.key: r for r in ranked}
+    n = len(ranking.entries)
     rows = tuple(
         LeaderboardRow(
             key=entry.model,
@@ -197,13 +212,14 @@ def build_leaderboard(
             position=entry.position,
             group=entry.group,
             rank_range=entry.rank_range,
+            beats_next=float(ranking.beat_matrix[i, i + 1]) if i + 1 < n else None,
             absolute=absolute[entry.model],
             relative=relative[entry.model] if relative else None,
             disciplines=_disciplines(by_key[entry.model].disciplines),
             usage=_usage(by_key[entry.model]),
             extra=by_key[entry.model].extra,
         )
-        for entry in ranking.entries
+        for i, entry in enumerate(ranking.entries)
     )
     return Leaderboard(
         rows, chosen, designated, note, ranking.groups, threshold, confidence_level, disciplines
@@ -271,3 +287,43 @@ def _usage(record: ModelRecord) -> Usage:
         per_item = (tokens_in * price_in + tokens_out * price_out) / TOKENS_PER_PRICE_UNIT
         cost = per_item * 1000
     return Usage(median, p95, tokens_in, tokens_out, cost)
+
+
+@dataclass(frozen=True, slots=True)
+class BoardDiagnostics:
+    """ReLE diagnostics (papers/003 §3.5, §5-6) of the leaderboard's discipline scores.
+
+    Computed over the models scored in every discipline of the board (``models``);
+    ``rsa`` is None when no weighting schemes apply (the ReLE schemes are defined on the
+    ten LLMEval-Fair disciplines; other banks pass their own)."""
+
+    models: tuple[str, ...]
+    anisotropy: AnisotropyResult
+    rsa: dict[str, RankStability] | None
+    inconsistency: CapabilityInconsistency
+
+
+def board_diagnostics(
+    board: Leaderboard, schemes: Mapping[str, Mapping[str, float]] | None = None
+) -> BoardDiagnostics | None:
+    """Anisotropy index, Rank Stability Amplitude and Capability Inconsistency of the
+    board's per-discipline scores (10-point scale). ``schemes`` default: ReLE's three
+    (``RELE_SCHEMES``) when the disciplines are the LLMEval-Fair ten. None with fewer than
+    two complete models or two disciplines."""
+    dims = board.disciplines
+    complete = [row for row in board.rows if all(d in row.disciplines for d in dims)]
+    if len(complete) < 2 or len(dims) < 2:
+        return None
+    matrix = ScoreMatrix(
+        [row.key for row in complete],
+        dims,
+        [[row.disciplines[d].score for d in dims] for row in complete],
+    )
+    if schemes is None and set(dims) == set(LLMEVAL_FAIR_DISCIPLINES):
+        schemes = RELE_SCHEMES
+    return BoardDiagnostics(
+        models=matrix.models,
+        anisotropy=anisotropy_index(matrix),
+        rsa=rank_stability_amplitude(matrix, schemes) if schemes else None,
+        inconsistency=capability_inconsistency(matrix),
+    )

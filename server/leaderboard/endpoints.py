@@ -35,6 +35,10 @@ async def read_leaderboard(
     baselines: Annotated[
         bool, Query(description="Add Elo and Bradley-Terry ratings from per-item comparisons.")
     ] = False,
+    diagnostics: Annotated[
+        bool,
+        Query(description="Add the anisotropy index, RSA and capability inconsistency."),
+    ] = False,
 ) -> dict[str, Any]:
     """Models best first with absolute and relative scores, 95% intervals, tie groups and
     rank ranges (groups are models the data cannot order); or the per-discipline view."""
@@ -47,6 +51,7 @@ async def read_leaderboard(
         threshold=settings.leaderboard_tie_threshold,
         gap_threshold=settings.contamination_gap_threshold,
         baselines=baselines,
+        diagnostics=diagnostics,
     )
     if view == "disciplines":
         return disciplines_json(data)

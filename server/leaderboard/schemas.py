@@ -74,6 +74,7 @@ def row_fields(row: LeaderboardRow, data: LeaderboardData) -> dict[str, Any]:
         "position": row.position,
         "group": row.group,
         "rank_range": list(row.rank_range),
+        "beats_next": _num(row.beats_next),
         "name": row.name,
         "family": row.extra.get("family"),
         "organisation": row.extra.get("organisation"),
@@ -136,6 +137,23 @@ def leaderboard_json(
         "groups": [[names[k] for k in group] for group in board.groups],
         "models": rows,
         **({"baselines": _baselines(data)} if data.baselines is not None else {}),
+        **({"diagnostics": diagnostics_json(data)} if data.diagnostics else {}),
+    }
+
+
+def diagnostics_json(data: LeaderboardData) -> dict[str, Any] | None:
+    """Anisotropy index, RSA and capability inconsistency per model name."""
+    found = data.diagnostics
+    if found is None:
+        return None
+    names = {row.key: row.name for row in data.board.rows}
+    return {
+        "models": [names[k] for k in found.models],
+        "anisotropy_index": _num(found.anisotropy.index),
+        "rsa": {names[k]: r.amplitude for k, r in found.rsa.items()} if found.rsa else None,
+        "capability_inconsistency": {
+            names[k]: _num(v) for k, v in found.inconsistency.values.items()
+        },
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -26,7 +27,13 @@ from judge.contamination import (
     generalisation_gap,
     replay_rate,
 )
-from judge.ranking.leaderboard import Leaderboard, ModelRecord, build_leaderboard
+from judge.ranking.leaderboard import (
+    BoardDiagnostics,
+    Leaderboard,
+    ModelRecord,
+    board_diagnostics,
+    build_leaderboard,
+)
 from judge.ranking.pairwise import (
     BradleyTerryError,
     BradleyTerryResult,
@@ -87,6 +94,7 @@ class LeaderboardData:
     judge: str
     prompt_version: str
     baselines: Baselines | None = None
+    diagnostics: BoardDiagnostics | None = None
 
 
 async def _scores_by_model(
@@ -179,10 +187,13 @@ async def leaderboard(
     threshold: float,
     gap_threshold: float,
     baselines: bool = False,
+    diagnostics: bool = False,
+    schemes: Mapping[str, Mapping[str, float]] | None = None,
 ) -> LeaderboardData:
     """The leaderboard from the verdicts of ``judge`` and ``prompt_version``, with the
-    current anchor designation, the contamination report and, with ``baselines``, Elo and
-    Bradley-Terry ratings."""
+    current anchor designation, the contamination report and, on request, Elo and
+    Bradley-Terry ratings (``baselines``) and the ReLE diagnostics of the discipline scores
+    (``diagnostics``, over ``schemes`` or ReLE's)."""
     fixed = await _scores_by_model(
         db, mode=SessionMode.FIXED, judge=judge, prompt_version=prompt_version
     )
@@ -208,7 +219,8 @@ async def leaderboard(
         gap=_gap(board, anchor_set, gap_threshold),
     )
     extra = _baselines(fixed) if baselines else None
-    return LeaderboardData(board, contamination, judge, prompt_version, extra)
+    found = board_diagnostics(board, schemes) if diagnostics else None
+    return LeaderboardData(board, contamination, judge, prompt_version, extra, found)
 
 
 def _baselines(fixed: dict[uuid.UUID, _Collected]) -> Baselines:

@@ -104,6 +104,28 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
     assert "Spearman -1.000" in printed.stdout and "inverted pairs 100.0%" in printed.stdout
     assert refused.returncode == 1 and "broken.csv:2" in refused.stderr
 
+    # ReLE diagnostics of the discipline scores; RSA needs schemes for these disciplines
+    plain = json.loads(
+        (await run_sync(proctor, env, "leaderboard", "--json", "--diagnostics")).stdout
+    )
+    found = plain["diagnostics"]
+    assert found["rsa"] is None and isinstance(found["anisotropy_index"], float)
+    assert set(found["capability_inconsistency"]) == {top["name"], second["name"]}
+    disciplines_of = sorted(top["disciplines"])
+    schemes = tmp_path / "schemes.json"
+    schemes.write_text(
+        json.dumps({f"only-{d}": {d: 1.0} for d in disciplines_of[:2]}), encoding="utf-8"
+    )
+    weighted = await run_sync(
+        proctor, env, "leaderboard", "--json", "--diagnostics", "--schemes", str(schemes)
+    )
+    assert weighted.returncode == 0, weighted.stderr
+    rsa = json.loads(weighted.stdout)["diagnostics"]["rsa"]
+    assert set(rsa) == {top["name"], second["name"]} and all(v in (0, 1) for v in rsa.values())
+    schemes.write_text(json.dumps({"bad": {"no-such-discipline": 1.0}}), encoding="utf-8")
+    bad = await run_sync(proctor, env, "leaderboard", "--diagnostics", "--schemes", str(schemes))
+    assert bad.returncode == 1 and "no-such-discipline" in bad.stderr
+
     # designating the second model: its R becomes 100; --top goes back; bad input refused
     chosen = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"])
     assert chosen.returncode == 0, chosen.stderr

@@ -15,7 +15,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from judge.ranking.leaderboard import Leaderboard, LeaderboardRow, ModelRecord, build_leaderboard
+from judge.ranking.diagnostics import LLMEVAL_FAIR_DISCIPLINES, RELE_SCHEMES
+from judge.ranking.leaderboard import (
+    Leaderboard,
+    LeaderboardRow,
+    ModelRecord,
+    board_diagnostics,
+    build_leaderboard,
+)
 from judge.ranking.stability import ModelSummary, hierarchical_bootstrap, model_summary, tie_groups
 
 FloatArray = npt.NDArray[np.float64]
@@ -296,6 +303,12 @@ def test_rows_follow_tie_groups_of_the_same_bootstrap() -> None:
     relative = model_summary(boot, anchor=board.anchor)
     for row in board.rows:
         assert rel(row).confidence_interval == relative[row.key].confidence_interval
+    # the beat probability of each row over the next: share of paired replicates, ties half
+    reps = {k: boot.absolute[i] for i, k in enumerate(boot.models)}
+    for upper, lower in zip(board.rows, board.rows[1:], strict=False):
+        a, b = reps[upper.key], reps[lower.key]
+        assert upper.beats_next == pytest.approx(float(np.mean(a > b) + 0.5 * np.mean(a == b)))
+    assert board.rows[-1].beats_next is None
     # groups are runs of consecutive rows
     assert [k for g in board.groups for k in g] == [r.key for r in board.rows]
     assert [r.group for r in board.rows] == sorted(r.group for r in board.rows)
@@ -485,3 +498,71 @@ def test_item_scores_outside_the_rubric_are_refused() -> None:
 def test_no_scored_session_gives_an_empty_leaderboard(records: list[ModelRecord]) -> None:
     board = build_leaderboard(records, anchor="a")
     assert board == Leaderboard((), None, False, None, (), 0.95, 0.95, ())
+
+
+# --- ReLE diagnostics of the board --------------------------------------------------------
+
+
+def test_board_diagnostics_match_numpy_on_the_discipline_matrix() -> None:
+    rng = np.random.default_rng(5)
+    disciplines = list(LLMEVAL_FAIR_DISCIPLINES)
+    records = []
+    for i in range(6):
+        ability = rng.uniform(0.2, 0.9, size=len(disciplines))
+        pooled = {
+            d: [3 if rng.random() < a else 0 for _ in range(40)]
+            for d, a in zip(disciplines, ability, strict=True)
+        }
+        records.append(
+            ModelRecord(
+                f"m{i}",
+                f"M{i}",
+                [[x for scores in pooled.values() for x in scores]],
+                disciplines=pooled,
+            )
+        )
+    board = build_leaderboard(records, n_resamples=200)
+    found = board_diagnostics(board)
+    assert found is not None and found.rsa is not None
+    keys = [row.key for row in board.rows]
+    matrix = np.array(
+        [
+            [
+                np.mean(next(r for r in records if r.key == k).disciplines[d]) / 3 * 10
+                for d in board.disciplines
+            ]
+            for k in keys
+        ]
+    )
+    corr = np.corrcoef(matrix, rowvar=False)
+    upper = corr[np.triu_indices(len(board.disciplines), k=1)]
+    assert found.anisotropy.index == pytest.approx(1 - upper.mean())
+    # RSA: max minus min competition rank of the weighted means over ReLE's schemes
+    for key_index, key in enumerate(keys):
+        ranks = []
+        for weights in RELE_SCHEMES.values():
+            w = np.array([weights.get(d, 0.0) for d in board.disciplines])
+            scores = matrix @ w / w.sum()
+            ranks.append(1 + int(np.sum(scores > scores[key_index])))
+        assert found.rsa[key].amplitude == max(ranks) - min(ranks)
+    assert set(found.inconsistency.values) == set(keys)
+
+
+def test_board_diagnostics_need_two_complete_models_and_own_schemes_elsewhere() -> None:
+    few = build_leaderboard(
+        [ModelRecord("a", "A", [[3, 0]], disciplines={"x": [3], "y": [0]})], n_resamples=100
+    )
+    assert board_diagnostics(few) is None
+    records = [
+        ModelRecord("k", "k", [[3, 0, 3, 3]], disciplines={"x": [3, 0], "y": [3, 3]}),
+        ModelRecord("j", "j", [[0, 0, 3, 0]], disciplines={"x": [0, 0], "y": [3, 0]}),
+    ]
+    board = build_leaderboard(records, n_resamples=100)
+    plain = board_diagnostics(board)
+    assert plain is not None and plain.rsa is None  # ReLE's schemes need its disciplines
+    weighted = board_diagnostics(board, {"only-x": {"x": 1.0}, "only-y": {"y": 1.0}})
+    assert weighted is not None and weighted.rsa is not None
+    assert {k: r.ranks for k, r in weighted.rsa.items()} == {
+        "k": {"only-x": 1, "only-y": 1},
+        "j": {"only-x": 2, "only-y": 2},
+    }

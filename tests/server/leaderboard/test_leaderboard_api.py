@@ -4,6 +4,7 @@ designation and history; replay and anchor-set sessions (contamination checks)."
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -167,7 +168,11 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
             await client.get("/v1/leaderboard", params={"view": "disciplines"}, headers=vendor)
         ).json()
         with_baselines = (
-            await client.get("/v1/leaderboard", params={"baselines": "true"}, headers=vendor)
+            await client.get(
+                "/v1/leaderboard",
+                params={"baselines": "true", "diagnostics": "true"},
+                headers=vendor,
+            )
         ).json()
 
         # the order, the scores (eq. 1 averaged over sessions) and relative to the top model
@@ -209,7 +214,16 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
         # Elo and Bradley-Terry from the items two organisations' models shared
         base = with_baselines["baselines"]
         assert [m["model_id"] for m in base["models"]] == [r["model_id"] for r in rows]
-        assert "baselines" not in board
+        assert "baselines" not in board and "diagnostics" not in board
+        diagnostics = with_baselines["diagnostics"]
+        assert sorted(diagnostics["models"]) == sorted(names.values())
+        assert -1 <= diagnostics["anisotropy_index"] <= 2
+        # each row says how sure it is to be above the next one
+        for upper, lower in itertools.pairwise(rows):
+            assert 0.5 <= upper["beats_next"] <= 1
+            if upper["group"] != lower["group"]:
+                assert upper["beats_next"] >= 0.95
+        assert rows[-1]["beats_next"] is None
         if base["n_comparisons"]:
             assert all(m["elo"] is not None for m in base["models"] if m["name"] != "model-org-a")
 
