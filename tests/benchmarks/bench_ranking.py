@@ -531,7 +531,12 @@ async def drive(
             json=body,
             headers=headers,
         )
-        if answered.status_code != 201:
+        # a 409 "answered already" after a retried transport error means the first attempt
+        # was committed: the answer stands
+        accepted = answered.status_code == 201 or (
+            answered.status_code == 409 and "answered already" in answered.text
+        )
+        if not accepted:
             raise RuntimeError(f"answer: {answered.status_code} {answered.text}")
         job.answered += 1
         counters.items += 1
@@ -544,7 +549,15 @@ async def ask_model(
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "temperature": 0}
     for attempt in range(10):
         counters.model_calls += 1
-        response = await llm.post("/v1/chat/completions", json=body)
+        try:
+            response = await llm.post("/v1/chat/completions", json=body)
+        except httpx.TransportError:
+            # e.g. the server closed an idle keep-alive connection as we reused it
+            if attempt == 9:
+                raise
+            counters.model_retries += 1
+            await asyncio.sleep(0.2 * 2**attempt)
+            continue
         if response.status_code == 200:
             message: dict[str, Any] = response.json()["choices"][0]["message"]
             return message
