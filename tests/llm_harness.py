@@ -10,7 +10,6 @@ its CPU is then not the caller's) and returns a ``FakeLlmProcess``.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -24,6 +23,7 @@ import httpx
 import uvicorn
 
 from fakellm.app import ServerConfig, create_app
+from tests.cpu_time import process_cpu_s
 from tests.services import free_port
 
 
@@ -96,12 +96,7 @@ class FakeLlmProcess:
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the process has used so far."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return float("nan")
-        return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -107,6 +107,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from judge.chat import ChatClient, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
+from tests.cpu_time import cores_busy, machine_busy
 from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
 
 TARGET_RATIO = 0.9
@@ -137,23 +138,6 @@ def start_fake_llm(
         tail = str(error).strip().splitlines()[-1]
         print(f"  ! 'proctor fake-llm serve' failed ({tail}); using 'python -m fakellm serve'")
         return start_fake_llm_process([sys.executable, "-m", "fakellm", "serve", *options], workdir)
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat``."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return math.nan, math.nan
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(fields) - idle) / tick, sum(fields) / tick
-
-
-def cores_busy(before: tuple[float, float], after: tuple[float, float], wall_s: float) -> float:
-    """Cores the whole machine kept busy on average between two ``machine_busy`` calls."""
-    return (after[0] - before[0]) / wall_s if wall_s > 0 else math.nan
 
 
 # --------------------------------------------------------------------------- #

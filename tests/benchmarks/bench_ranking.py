@@ -125,6 +125,7 @@ from server.orgs.service import create_org
 from server.scoring.models import Verdict
 from server.sessions.models import Answer
 from tests.api_harness import LiveServer, live_server
+from tests.cpu_time import cores_busy, machine_busy, process_cpu_s
 from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8
 from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
 
@@ -297,28 +298,6 @@ def run_cli(args: list[str], env: dict[str, str]) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"proctor {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
     return done.stdout
-
-
-def proc_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` so far, NaN if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat``."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return math.nan, math.nan
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
 def start_fake_llm(profiles: Path, answer_key: str, seed: int, workdir: Path) -> FakeLlmProcess:
@@ -622,7 +601,11 @@ async def drive_all(
         jobs = [SessionRun(t, run) for run in range(args.sessions) for t in tenants]
         gate = asyncio.Semaphore(args.concurrency)
         assert server.process is not None
-        cpu0 = (proc_cpu_s(server.process.pid), proc_cpu_s(fake.proc.pid), time.process_time())
+        cpu0 = (
+            process_cpu_s(server.process.pid),
+            process_cpu_s(fake.proc.pid),
+            time.process_time(),
+        )
         busy0 = machine_busy()
         t0 = time.monotonic()
         last_answer = [t0]
@@ -648,7 +631,11 @@ async def drive_all(
         await asyncio.gather(*(one(job) for job in jobs))
         wall = time.monotonic() - t0
         busy1 = machine_busy()
-        cpu1 = (proc_cpu_s(server.process.pid), proc_cpu_s(fake.proc.pid), time.process_time())
+        cpu1 = (
+            process_cpu_s(server.process.pid),
+            process_cpu_s(fake.proc.pid),
+            time.process_time(),
+        )
     return DriveResult(
         wall_s=wall,
         drive_wall_s=last_answer[0] - t0,
@@ -657,7 +644,7 @@ async def drive_all(
         api_cpu_s=cpu1[0] - cpu0[0],
         llm_cpu_s=cpu1[1] - cpu0[1],
         own_cpu_s=cpu1[2] - cpu0[2],
-        machine_cores=(busy1[0] - busy0[0]) / wall if wall > 0 else math.nan,
+        machine_cores=cores_busy(busy0, busy1, wall),
     )
 
 
