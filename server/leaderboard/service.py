@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -188,12 +187,12 @@ async def leaderboard(
     gap_threshold: float,
     baselines: bool = False,
     diagnostics: bool = False,
-    schemes: Mapping[str, Mapping[str, float]] | None = None,
 ) -> LeaderboardData:
     """The leaderboard from the verdicts of ``judge`` and ``prompt_version``, with the
     current anchor designation, the contamination report and, on request, Elo and
     Bradley-Terry ratings (``baselines``) and the ReLE diagnostics of the discipline scores
-    (``diagnostics``, over ``schemes`` or ReLE's)."""
+    (``diagnostics``, over ReLE's weighting schemes when the disciplines are the
+    LLMEval-Fair ten)."""
     fixed = await _scores_by_model(
         db, mode=SessionMode.FIXED, judge=judge, prompt_version=prompt_version
     )
@@ -219,7 +218,7 @@ async def leaderboard(
         gap=_gap(board, anchor_set, gap_threshold),
     )
     extra = _baselines(fixed) if baselines else None
-    found = board_diagnostics(board, schemes) if diagnostics else None
+    found = board_diagnostics(board) if diagnostics else None
     return LeaderboardData(board, contamination, judge, prompt_version, extra, found)
 
 
