@@ -38,9 +38,14 @@ async def get_db(runtime: RuntimeDep) -> AsyncIterator[AsyncSession]:
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
 
+SELF_ROUTES = frozenset({"/v1/whoami", "/v1/auth/refresh"})
+"""Routes about the token itself, which a session-scoped token may call too."""
+
+
 async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> Principal:
     """The principal of the request's bearer token: 401 if it is missing, invalid, expired
-    or revoked; 429 past the token's rate limit; 403 if it is scoped to another session."""
+    or revoked; 429 past the token's rate limit; 403 if it is scoped to another session
+    (except on ``SELF_ROUTES``)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -54,7 +59,8 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
     principal = principal_from(claims)
     request.state.principal = principal
     await runtime.limiter.hit(f"tok:{principal.jti}")
-    if principal.session_id is not None:
+    route = request.scope.get("route")
+    if principal.session_id is not None and getattr(route, "path", None) not in SELF_ROUTES:
         path_session = request.path_params.get("session_id")
         if path_session != str(principal.session_id):
             raise Forbidden("this token is scoped to another session")

@@ -1,4 +1,4 @@
-"""``/v1/auth/token``, ``/v1/whoami`` and ``/v1/admin/tokens/revoke``."""
+"""``/v1/auth/token``, ``/v1/auth/refresh``, ``/v1/whoami`` and ``/v1/admin/tokens/revoke``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from server.auth.permissions import Permission, Principal
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
 from server.errors import InvalidInput, NotFound
 from server.sessions.models import EvalSession
+from server.sessions.service import hand_over_leases
 
 router = APIRouter(tags=["auth"])
 
@@ -31,6 +32,19 @@ async def issue_token(
         owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))
         if owner is None or (owner != claims.org and claims.role not in ("admin", "auditor")):
             raise NotFound(f"no session {body.session_id}")
+    return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
+
+
+@router.post("/v1/auth/refresh", response_model=TokenResponse)
+async def refresh(
+    db: DbSession,
+    runtime: RuntimeDep,
+    principal: Annotated[Principal, require(Permission.SELF_READ)],
+) -> TokenResponse:
+    """Trade a valid token for a fresh one with the same scope; the old one is revoked and
+    the sessions it drives stay leased to the new one (no "session in use" after renewal)."""
+    token, claims = await service.refresh_token(db, codec=runtime.codec, principal=principal)
+    await hand_over_leases(db, old_jti=principal.jti, new_jti=claims.jti)
     return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
 
 

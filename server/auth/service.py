@@ -92,6 +92,22 @@ async def revoke_api_key(session: AsyncSession, *, key_id: uuid.UUID) -> None:
         raise NotFound(f"no API key {key_id}")
 
 
+async def refresh_token(
+    session: AsyncSession, *, codec: TokenCodec, principal: Principal
+) -> tuple[str, TokenClaims]:
+    """A fresh token for the same key, organisation, role and session scope as
+    ``principal``'s, which is revoked: a client renews its token before it expires without
+    presenting its API key again, and only one of the two tokens stays usable."""
+    token, claims = codec.issue(
+        subject=principal.subject,
+        org_id=principal.org_id,
+        role=principal.role.value,
+        session_id=principal.session_id,
+    )
+    await revoke_token(session, jti=principal.jti, expires_at=principal.expires_at)
+    return token, claims
+
+
 def principal_from(claims: TokenClaims) -> Principal:
     """The ``Principal`` verified ``claims`` stand for."""
     return Principal(

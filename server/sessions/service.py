@@ -273,6 +273,19 @@ async def next_item(
     return item
 
 
+async def hand_over_leases(db: AsyncSession, *, old_jti: str, new_jti: str) -> int:
+    """Move the session leases token ``old_jti`` holds to ``new_jti`` (its renewal);
+    returns how many sessions moved."""
+    result = await db.execute(
+        update(EvalSession)
+        .where(EvalSession.lease_jti == old_jti)
+        .values(lease_jti=new_jti)
+        .execution_options(synchronize_session=False)
+    )
+    moved: int = result.rowcount  # type: ignore[attr-defined]
+    return moved
+
+
 async def _retry_without_writing(
     db: AsyncSession,
     *,
