@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from clients.runner.cli import run_command
 from fakellm.cli import fake_llm_app
 from server.analyze_commands import analyze_command
 from server.auth.service import create_api_key
@@ -27,6 +32,7 @@ app.add_typer(fake_llm_app, name="fake-llm", help="A stand-in OpenAI-compatible 
 app.add_typer(judge_app, name="judge")
 app.command("analyze")(analyze_command)
 app.command("leaderboard")(leaderboard_command)
+app.command("run")(run_command)
 admin_app.command("set-anchor")(set_anchor_command)
 
 
@@ -94,3 +100,36 @@ def serve(
 
 def _redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
+
+
+@app.command("demo")
+def demo(
+    items: Annotated[int, typer.Option("--items", min=5, help="Items per session.")] = 150,
+    sessions: Annotated[int, typer.Option("--sessions", min=1, help="Sessions per model.")] = 3,
+    models: Annotated[
+        int, typer.Option("--models", min=1, max=5, help="How many demo models.")
+    ] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds answers and abilities.")] = 0,
+    report: Annotated[
+        Path, typer.Option("--report", help="Where to write the HTML report.")
+    ] = Path("proctor-demo-report.html"),
+    workdir: Annotated[
+        Path | None,
+        typer.Option("--workdir", help="Keep the database and transcripts here."),
+    ] = None,
+) -> None:
+    """The whole system on this machine, no services needed: import the sample bank, serve
+    Proctor and local models of different abilities with a local judge, run every model
+    through its sessions, score, and print the leaderboard (and write an HTML report)."""
+    from rich.console import Console
+
+    from server.demo import DemoConfig, run_demo
+
+    config = DemoConfig(
+        items=items, sessions=sessions, models=models, seed=seed, report=report, workdir=workdir
+    )
+    # piped output gets a table wide enough for its columns, not the 80-column default
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    result = run_demo(config, console)
+    if result.failures or not result.ranking_matches:
+        raise typer.Exit(1)

@@ -116,9 +116,9 @@ def leaderboard_command(
         typer.echo(json.dumps(view, indent=2, ensure_ascii=False))
         return
     if by_discipline:
-        _print_disciplines(disciplines_json(data))
+        print_disciplines(leaderboard_json(data))
     else:
-        _print_models(leaderboard_json(data))
+        print_leaderboard(leaderboard_json(data))
     if comparison is not None:
         _print_comparison(comparison)
 
@@ -169,7 +169,9 @@ def _interval(summary: dict[str, Any] | None) -> str:
     return f"[{_fmt(summary['ci_low'])}, {_fmt(summary['ci_high'])}]"
 
 
-def _print_models(view: dict[str, Any]) -> None:
+def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
+    """The per-model view as a table, its anchor note, diagnostics, baselines and the
+    groups the data cannot order."""
     anchor = view["anchor"]
     how = "designated" if anchor["designated"] else "top model"
     table = Table(
@@ -197,23 +199,23 @@ def _print_models(view: dict[str, Any]) -> None:
             f"{_fmt(row['latency']['median_s'])} / {_fmt(row['latency']['p95_s'])}",
             _contamination(row["contamination"]),
         )
-    stdout.print(table)
+    console.print(table)
     if view.get("diagnostics"):
         found = view["diagnostics"]
-        stdout.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
+        console.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
         for name in found["models"]:
-            rsa = found["rsa"][name] if found["rsa"] else "-"
             ci = _fmt(found["capability_inconsistency"][name], 3)
-            stdout.print(f"  {name}: RSA {rsa}, capability inconsistency {ci}")
+            rsa = f"RSA {found['rsa'][name]}, " if found["rsa"] else ""
+            console.print(f"  {name}: {rsa}capability inconsistency {ci}")
     if "baselines" in view:
         base = view["baselines"]
         ratings = ", ".join(f"{m['name']} {_fmt(m['elo'], 0)}" for m in base["models"])
-        stdout.print(f"Elo ({base['n_comparisons']} per-item comparisons): {ratings}")
+        console.print(f"Elo ({base['n_comparisons']} per-item comparisons): {ratings}")
     if anchor["note"]:
-        stdout.print(f"note: {anchor['note']}")
+        console.print(f"note: {anchor['note']}")
     tied = [group for group in view["groups"] if len(group) > 1]
     for group in tied:
-        stdout.print(f"cannot be ordered by the data: {', '.join(group)}")
+        console.print(f"cannot be ordered by the data: {', '.join(group)}")
 
 
 def _contamination(report: dict[str, Any]) -> str:
@@ -227,16 +229,26 @@ def _contamination(report: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def _print_disciplines(view: dict[str, Any]) -> None:
-    for block in view["disciplines"]:
-        table = Table(title=f"{block['discipline']} (10-point scale)")
-        for column in ("model", "score", "s.e.", "items"):
-            table.add_column(column, justify="left" if column == "model" else "right")
-        for row in block["models"]:
-            table.add_row(
-                row["name"], _fmt(row["score"]), _fmt(row["standard_error"]), str(row["items"])
+def print_disciplines(view: dict[str, Any], console: Console = stdout) -> None:
+    """Per-discipline scores (10-point scale) ± their standard errors: one row per
+    discipline, one column per model in leaderboard order, from the per-model view."""
+    models = view["models"]
+    names = sorted({d for row in models for d in row.get("disciplines", {})})
+    table = Table(title="Per discipline (10-point scale, ± standard error)")
+    table.add_column("discipline")
+    for row in models:
+        table.add_column(row["name"], justify="right")
+    for discipline in names:
+        cells = []
+        for row in models:
+            score = row.get("disciplines", {}).get(discipline)
+            cells.append(
+                "-"
+                if score is None
+                else f"{_fmt(score['score'])} ± {_fmt(score['standard_error'])}"
             )
-        stdout.print(table)
+        table.add_row(discipline, *cells)
+    console.print(table)
 
 
 def set_anchor_command(

@@ -11,7 +11,6 @@ its CPU is then not the caller's) and returns a ``FakeLlmProcess``.
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from fakellm.app import ServerConfig, create_app
+from server.threaded import serve_in_thread
 from tests.cpu_time import process_cpu_s
 from tests.services import free_port
 
@@ -44,29 +43,8 @@ class FakeLlm:
 @contextmanager
 def running_fake_llm(config: ServerConfig | None = None) -> Iterator[FakeLlm]:
     """Serve the fake provider until the block ends."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(config or ServerConfig()),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
-    thread = threading.Thread(target=server.run, name=f"fake-llm:{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the fake LLM server did not start")
-        time.sleep(0.01)
-    root = f"http://127.0.0.1:{port}"
-    try:
+    with serve_in_thread(create_app(config or ServerConfig())) as root:
         yield FakeLlm(base_url=f"{root}/v1", root=root)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @dataclass

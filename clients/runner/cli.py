@@ -1,0 +1,155 @@
+"""``proctor run``: drive an OpenAI-compatible model endpoint through Proctor sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from clients.runner.adapters import ADAPTERS, get_adapter
+from clients.runner.prompts import PARADIGMS, Paradigm
+from clients.runner.runner import RunConfig, Runner, SessionOutcome, summary_json
+from clients.runner.transcript import Transcript
+from clients.sdk import AsyncProctorClient
+from judge.chat import ChatClient, ChatEndpoint
+
+stderr = Console(stderr=True, highlight=False)
+
+
+class ProgressListener:
+    """One Rich progress bar per session."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+
+    def session_started(self, session_id: str, total: int, done: int, resumed: bool) -> None:
+        label = f"{'resumed ' if resumed else ''}session {session_id[:8]}"
+        self.tasks[session_id] = self.progress.add_task(label, total=total, completed=done)
+
+    def item_answered(self, session_id: str, position: int) -> None:
+        self.progress.update(self.tasks[session_id], completed=position + 1)
+
+    def session_ended(self, outcome: SessionOutcome) -> None:
+        task = self.tasks.get(outcome.session_id)
+        if task is not None and outcome.error:
+            self.progress.update(task, description=f"session {outcome.session_id[:8]} FAILED")
+
+    def waiting(self, session_id: str, reason: str) -> None:
+        task = self.tasks.get(session_id)
+        if task is not None:
+            self.progress.update(task, description=f"session {session_id[:8]} waiting: {reason}")
+
+
+def run_command(
+    server: Annotated[str, typer.Option("--server", help="Proctor's base URL.")],
+    api_key: Annotated[
+        str, typer.Option("--api-key", envvar="PROCTOR_API_KEY", help="Your Proctor API key.")
+    ],
+    model_id: Annotated[str, typer.Option("--model-id", help="The registered model's id.")],
+    endpoint: Annotated[
+        str,
+        typer.Option("--endpoint", help="The model's OpenAI-compatible base URL (…/v1)."),
+    ],
+    model: Annotated[str, typer.Option("--model", help="Model name at the endpoint.")],
+    endpoint_api_key: Annotated[
+        str | None,
+        typer.Option("--endpoint-api-key", envvar="OPENAI_API_KEY", help="The endpoint's key."),
+    ] = None,
+    paradigm: Annotated[
+        str, typer.Option("--paradigm", help=f"One of {', '.join(PARADIGMS)}.")
+    ] = "zero-shot",
+    sessions: Annotated[int, typer.Option("--sessions", min=1, help="Sessions to finish.")] = 3,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Sessions driven at once.")
+    ] = 1,
+    n_items: Annotated[
+        int | None, typer.Option("--n-items", min=1, help="Items per session (evaluators).")
+    ] = None,
+    adapter: Annotated[
+        str, typer.Option("--adapter", help=f"One of {', '.join(sorted(ADAPTERS))}.")
+    ] = "openai",
+    system_prompt: Annotated[
+        str | None, typer.Option("--system-prompt", help="Replaces the adapter's.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+    transcript: Annotated[
+        Path | None,
+        typer.Option(
+            "--transcript",
+            help="JSONL transcript (default: proctor-run-MODEL_ID.jsonl); a re-run with the "
+            "same file resumes.",
+        ),
+    ] = None,
+    read_timeout_s: Annotated[float, typer.Option("--read-timeout", min=1.0)] = 600.0,
+) -> None:
+    """Run a model through sessions: each item goes to the model, each answer to Proctor.
+
+    Resumes after a crash: sessions this transcript opened, and open sessions of the model,
+    are driven on from where the server says they stand."""
+    if paradigm not in PARADIGMS:
+        raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
+    try:
+        chosen = get_adapter(adapter)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    config = RunConfig(
+        model_id=model_id,
+        sessions=sessions,
+        concurrency=concurrency,
+        paradigm=_paradigm(paradigm),
+        adapter=chosen,
+        system_prompt=system_prompt,
+        n_items=n_items,
+        max_tokens=max_tokens,
+    )
+    chat = ChatEndpoint(
+        base_url=endpoint, model=model, api_key=endpoint_api_key, read_timeout_s=read_timeout_s
+    )
+    path = transcript or Path(f"proctor-run-{model_id}.jsonl")
+    result = asyncio.run(_run(server, api_key, chat, config, path))
+    typer.echo(json.dumps(result, indent=2))
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
+def _paradigm(name: str) -> Paradigm:
+    for known in ("zero-shot", "few-shot", "cot"):
+        if name == known:
+            return known
+    raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
+
+
+async def _run(
+    server: str, api_key: str, chat: ChatEndpoint, config: RunConfig, path: Path
+) -> dict[str, object]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    async with (
+        AsyncProctorClient(server, api_key) as client,
+        ChatClient(chat, concurrency=config.concurrency) as model,
+    ):
+        with Transcript(path) as transcript, Progress(*columns, console=stderr) as progress:
+            runner = Runner(client, model, config, transcript, ProgressListener(progress))
+            summary = await runner.run()
+    result = summary_json(summary)
+    result["transcript"] = str(path)
+    return result

@@ -1,0 +1,278 @@
+"""The evaluator runner: drive an OpenAI-compatible model through Proctor sessions.
+
+For every session: ask the server for the next item, render it with the paradigm's
+template (:mod:`clients.runner.prompts`) and the model's adapter
+(:mod:`clients.runner.adapters`), call the model, split the reasoning trace from the
+answer, submit the answer with the tokens the model reported, record the line in the
+transcript; until the server says the session is done. Sessions run ``concurrency`` at a
+time (each session is strictly sequential: the server delivers one item at a time).
+
+Resuming. Where a session stands is the server's word: a session that an earlier run of
+the same transcript opened, or any open session of the model found on the server, is
+driven on from what ``next`` returns (the pending item again, if the crash came between
+taking and answering it). A lease still held by the crashed run's token is waited out
+(``lease_wait_s``). Finished sessions of the transcript count towards ``sessions``; only
+the rest are opened anew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from clients.runner.adapters import ModelAdapter, get_adapter, split_reply
+from clients.runner.prompts import Paradigm, PromptItem, render
+from clients.runner.transcript import Transcript, read_state
+from clients.sdk import (
+    AsyncProctorClient,
+    Item,
+    ProctorError,
+    Session,
+    SessionInUseError,
+    Usage,
+)
+from judge.chat import ChatClient, ChatError
+
+OPEN_STATES = frozenset({"created", "active"})
+FINISHED_STATES = frozenset({"answered", "scored"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """What to run. ``n_items`` None: the server's default session size."""
+
+    model_id: str
+    sessions: int = 3
+    concurrency: int = 1
+    paradigm: Paradigm = "zero-shot"
+    adapter: ModelAdapter = field(default_factory=lambda: get_adapter("openai"))
+    system_prompt: str | None = None
+    n_items: int | None = None
+    max_tokens: int | None = None
+    lease_wait_s: float = 120.0
+    lease_poll_s: float = 2.0
+
+
+@dataclass(slots=True)
+class SessionOutcome:
+    """How driving one session ended."""
+
+    session_id: str
+    n_items: int
+    answered_before: int
+    answered: int = 0
+    state: str = ""
+    error: str | None = None
+    resumed: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.error is None and self.state in FINISHED_STATES
+
+
+@dataclass(slots=True)
+class RunSummary:
+    outcomes: list[SessionOutcome]
+    already_finished: list[str]
+    """Sessions an earlier run of the transcript had finished."""
+    wall_s: float
+
+
+class Listener(Protocol):
+    """Progress callbacks (the CLI draws Rich progress bars with them)."""
+
+    def session_started(self, session_id: str, total: int, done: int, resumed: bool) -> None: ...
+
+    def item_answered(self, session_id: str, position: int) -> None: ...
+
+    def session_ended(self, outcome: SessionOutcome) -> None: ...
+
+    def waiting(self, session_id: str, reason: str) -> None: ...
+
+
+class SilentListener:
+    def session_started(self, session_id: str, total: int, done: int, resumed: bool) -> None:
+        pass
+
+    def item_answered(self, session_id: str, position: int) -> None:
+        pass
+
+    def session_ended(self, outcome: SessionOutcome) -> None:
+        pass
+
+    def waiting(self, session_id: str, reason: str) -> None:
+        pass
+
+
+class Runner:
+    """Drives one registered model (``config.model_id``) behind ``model`` through sessions
+    of the server behind ``client``."""
+
+    def __init__(
+        self,
+        client: AsyncProctorClient,
+        model: ChatClient,
+        config: RunConfig,
+        transcript: Transcript,
+        listener: Listener | None = None,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.config = config
+        self.transcript = transcript
+        self.listener = listener or SilentListener()
+
+    async def run(self) -> RunSummary:
+        """Resume what stands open, open what is missing, drive everything to the end."""
+        started = time.monotonic()
+        resumable, finished = await self._resumable()
+        missing = max(0, self.config.sessions - len(finished) - len(resumable))
+        semaphore = asyncio.Semaphore(self.config.concurrency)
+
+        async def resume(session: Session) -> SessionOutcome:
+            async with semaphore:
+                return await self._drive(session, resumed=True)
+
+        async def fresh() -> SessionOutcome:
+            async with semaphore:
+                try:
+                    session = await self.client.create_session(
+                        model_id=self.config.model_id, n_items=self.config.n_items
+                    )
+                except ProctorError as error:
+                    return SessionOutcome("", 0, 0, error=f"opening a session: {error}")
+                self.transcript.write(
+                    "session",
+                    session_id=str(session.id),
+                    model_id=self.config.model_id,
+                    n_items=session.n_items,
+                    adopted=False,
+                )
+                return await self._drive(session, resumed=False)
+
+        tasks = [resume(s) for s in resumable] + [fresh() for _ in range(missing)]
+        outcomes = list(await asyncio.gather(*tasks))
+        return RunSummary(outcomes, finished, time.monotonic() - started)
+
+    async def _resumable(self) -> tuple[list[Session], list[str]]:
+        """Open sessions to drive on (this transcript's, then any other open session of
+        the model on the server) and this transcript's finished ones."""
+        known = read_state(self.transcript.path, model_id=self.config.model_id)
+        resumable: list[Session] = []
+        finished: list[str] = []
+        for session_id in known.sessions:
+            session = await self.client.get_session(session_id)
+            if session.state in OPEN_STATES:
+                resumable.append(session)
+            elif session.state in FINISHED_STATES:
+                finished.append(session_id)
+        seen = set(known.sessions)
+        for session in await self.client.list_sessions():
+            model_matches = str(session.model_id) == self.config.model_id
+            if model_matches and session.state in OPEN_STATES and str(session.id) not in seen:
+                self.transcript.write(
+                    "session",
+                    session_id=str(session.id),
+                    model_id=self.config.model_id,
+                    n_items=session.n_items,
+                    adopted=True,
+                )
+                resumable.append(session)
+        return resumable, finished
+
+    async def _drive(self, session: Session, *, resumed: bool) -> SessionOutcome:
+        sid = str(session.id)
+        outcome = SessionOutcome(sid, session.n_items, session.completed, resumed=resumed)
+        self.listener.session_started(sid, session.n_items, session.completed, resumed)
+        try:
+            while (item := await self._next(sid)) is not None:
+                await self._answer(sid, item)
+                outcome.answered += 1
+            outcome.state = (await self.client.get_session(sid)).state
+        except (ProctorError, ChatError, TimeoutError) as error:
+            outcome.error = f"{type(error).__name__}: {error}"
+        self.transcript.write(
+            "session_end",
+            session_id=sid,
+            state=outcome.state or None,
+            answered=outcome.answered,
+            error=outcome.error,
+        )
+        self.listener.session_ended(outcome)
+        return outcome
+
+    async def _next(self, session_id: str) -> Item | None:
+        """The next item; a lease still held by a crashed run's token is waited out."""
+        deadline = time.monotonic() + self.config.lease_wait_s
+        while True:
+            try:
+                return await self.client.next_item(session_id)
+            except SessionInUseError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"session {session_id} stayed in use by another token for "
+                        f"{self.config.lease_wait_s:.0f} s"
+                    ) from None
+                self.listener.waiting(session_id, "the session is leased to another token")
+                await asyncio.sleep(self.config.lease_poll_s)
+
+    async def _answer(self, session_id: str, item: Item) -> None:
+        config = self.config
+        started = time.monotonic()
+        prompt = render(
+            PromptItem(item.question, item.options, item.qtype, item.discipline), config.paradigm
+        )
+        messages = config.adapter.messages(prompt, system_prompt=config.system_prompt)
+        reply = await self.model.complete(messages, max_tokens=config.max_tokens)
+        answer, reasoning = split_reply(reply.content, reply.reasoning)
+        usage = Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        accepted = await self.client.submit_answer(
+            session_id, item, answer, reasoning=reasoning, usage=usage
+        )
+        self.transcript.write(
+            "item",
+            session_id=session_id,
+            position=item.position,
+            item_id=str(item.item_id),
+            discipline=item.discipline,
+            qtype=item.qtype,
+            paradigm=config.paradigm,
+            prompt=prompt,
+            answer=answer,
+            reasoning=reasoning,
+            model_latency_s=round(reply.latency_s, 4),
+            end_to_end_s=round(time.monotonic() - started, 4),
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
+            attempts=reply.attempts,
+            already_answered=accepted.already_answered,
+            at=datetime.now(UTC).isoformat(),
+        )
+        self.listener.item_answered(session_id, item.position)
+
+
+def summary_json(summary: RunSummary) -> dict[str, object]:
+    """The run's outcome as printed at the end of ``proctor run``."""
+    outcomes: Sequence[SessionOutcome] = summary.outcomes
+    return {
+        "sessions": [
+            {
+                "session_id": o.session_id,
+                "state": o.state or None,
+                "resumed": o.resumed,
+                "answered_now": o.answered,
+                "answered_before": o.answered_before,
+                "n_items": o.n_items,
+                "error": o.error,
+            }
+            for o in outcomes
+        ],
+        "finished_earlier": summary.already_finished,
+        "finished": sum(o.finished for o in outcomes) + len(summary.already_finished),
+        "failed": sum(o.error is not None for o in outcomes),
+        "wall_s": round(summary.wall_s, 2),
+    }

@@ -1,0 +1,72 @@
+"""``proctor demo`` as a newcomer runs it (small settings): no services, one command."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from server.demo import DEMO_MODELS
+
+
+def demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env.update(COLUMNS="160", PROCTOR_DATA_DIR=str(tmp_path / "data"))
+    return subprocess.run(
+        [sys.executable, "-m", "server", "demo", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+async def test_demo_ranks_the_models_as_configured_and_writes_the_report(
+    tmp_path: Path, run_sync: Any
+) -> None:
+    report = tmp_path / "report.html"
+    workdir = tmp_path / "work"
+    done = await run_sync(
+        demo,
+        tmp_path,
+        "--items",
+        "24",
+        "--sessions",
+        "2",
+        "--models",
+        "3",
+        "--report",
+        str(report),
+        "--workdir",
+        str(workdir),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    expected = [name for name, _ in DEMO_MODELS[:3]]
+    assert "The ranking matches the configured abilities: " + " > ".join(expected) in out
+    # the printed table lists the models best first, each with its interval
+    positions = [out.index(name) for name in expected]
+    assert positions == sorted(positions)
+    assert re.search(r"\[\d+\.\d\d, \d+\.\d\d\]", out), "no confidence interval printed"
+    # the report: one HTML file with the two plots and every model
+    html = report.read_text(encoding="utf-8")
+    assert html.count("<svg") >= 2 and all(name in html for name in expected)
+    # what happened underneath: 3 models x 2 sessions x 24 items, every answer scored
+    with sqlite3.connect(workdir / "demo.db") as db:
+        sessions = db.execute("SELECT state, n_items FROM eval_sessions").fetchall()
+        verdicts = db.execute("SELECT count(*) FROM verdicts WHERE score IS NOT NULL").fetchone()
+        judged = db.execute("SELECT count(*) FROM verdicts WHERE method = 'judge'").fetchone()
+    assert sorted(sessions) == [("scored", 24)] * 6
+    assert verdicts == (144,)
+    assert judged[0] > 0, "no answer went to the local judge"
+    assert (workdir / "transcript-demo-strong.jsonl").exists()
+
+
+def test_demo_refuses_bad_settings(tmp_path: Path) -> None:
+    done = demo(tmp_path, "--models", "9")
+    assert done.returncode == 2 and "--models" in done.stderr
