@@ -198,6 +198,27 @@ def parse_chat_request(body: bytes) -> tuple[str, list[Message]]:
     return model, messages
 
 
+def parse_text_request(body: bytes) -> tuple[str, list[Message]]:
+    """The model and prompt of a (legacy) text-completions body, the prompt as one user
+    message; ``ApiError`` (400) if malformed. A prompt rendered in a chat template is
+    answered as the question it contains (the answer key finds it inside any text)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"The body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "'model' must be a non-empty string.", param="model")
+    if data.get("stream"):
+        raise ApiError(400, "Streaming is not supported by this server.", param="stream")
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise ApiError(400, "'prompt' must be a non-empty string.", param="prompt")
+    return model, [{"role": "user", "content": prompt}]
+
+
 def _content(raw: object, param: str) -> str:
     if raw is None:
         return ""
@@ -247,20 +268,28 @@ class FakeProvider:
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
+        return await self._counted(request, text=False)
+
+    async def text(self, request: Request) -> Response:
+        """``POST /v1/completions`` (raw prompts, e.g. base models behind a chat template)."""
+        return await self._counted(request, text=True)
+
+    async def _counted(self, request: Request, *, text: bool) -> Response:
         self.stats.begin()
         status, model = 500, None
         try:
-            response, model = await self._respond(request)
+            response, model = await self._respond(request, text=text)
             status = response.status_code
             return response
         finally:
             self.stats.end(status, model)
 
-    async def _respond(self, request: Request) -> tuple[Response, str | None]:
+    async def _respond(self, request: Request, *, text: bool) -> tuple[Response, str | None]:
         model: str | None = None
+        parse = parse_text_request if text else parse_chat_request
         try:
             self.check_key(request)
-            model, messages = parse_chat_request(await request.body())
+            model, messages = parse(await request.body())
             if self._dice.random() < self.config.error_rate:
                 raise self._injected_error()
             profile = self.config.profiles.get(model)
@@ -274,7 +303,10 @@ class FakeProvider:
             if self.config.latency_ms > 0:
                 await asyncio.sleep(self.config.latency_ms / 1000)
             reply = self.answer(profile, messages)
-            return _json(self._completion(model, messages, reply)), model
+            body = self._completion(model, messages, reply)
+            if text:
+                body = self._as_text_completion(body, reply)
+            return _json(body), model
         except ApiError as error:
             return error.response(), model
 
@@ -316,6 +348,20 @@ class FakeProvider:
             },
         }
 
+    @staticmethod
+    def _as_text_completion(chat: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        """A chat completion reshaped as a text completion; a reasoning trace, which a raw
+        completion has no field for, comes inline as ``<think>...</think>``."""
+        text = reply.content
+        if reply.reasoning is not None:
+            text = f"<think>{reply.reasoning}</think>{text}"
+        return {
+            **chat,
+            "id": chat["id"].replace("chatcmpl-", "cmpl-"),
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+        }
+
     async def models(self, request: Request) -> Response:
         """``GET /v1/models``."""
         try:
@@ -350,6 +396,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", provider.chat, methods=["POST"]),
+            Route("/v1/completions", provider.text, methods=["POST"]),
             Route("/v1/models", provider.models, methods=["GET"]),
             Route("/stats", provider.get_stats, methods=["GET"]),
             Route("/stats/reset", provider.reset_stats, methods=["POST"]),

@@ -370,6 +370,7 @@ class ChatClient:
         self.retry = retry
         self.pricing = pricing
         self._url = base + "/chat/completions"
+        self._text_url = base + "/completions"
         self._secret = endpoint.api_key or None
         self._sleep = sleep
         self._random = random
@@ -444,13 +445,29 @@ class ChatClient:
             self._errors += 1
             raise
 
+    async def complete_text(self, prompt: str, *, max_tokens: int | None = None) -> ChatResult:
+        """Send a raw ``prompt`` to ``POST {base_url}/completions`` (a base model behind a
+        chat template rendered by the caller) and return ``choices[0].text`` as the
+        result's ``content``; retries and errors as :meth:`complete`."""
+        try:
+            return await self._exchange(self._text_url, {"prompt": prompt}, max_tokens, text=True)
+        except ChatError:
+            self._errors += 1
+            raise
+
     async def _complete(
         self, messages: Sequence[Mapping[str, str]], max_tokens: int | None
+    ) -> ChatResult:
+        listed = [m if isinstance(m, dict) else dict(m) for m in messages]
+        return await self._exchange(self._url, {"messages": listed}, max_tokens, text=False)
+
+    async def _exchange(
+        self, url: str, fields: dict[str, Any], max_tokens: int | None, *, text: bool
     ) -> ChatResult:
         endpoint = self.endpoint
         payload: dict[str, Any] = {
             "model": endpoint.model,
-            "messages": [m if isinstance(m, dict) else dict(m) for m in messages],
+            **fields,
             "temperature": endpoint.temperature,
         }
         limit = endpoint.max_tokens if max_tokens is None else max_tokens
@@ -467,14 +484,14 @@ class ChatClient:
             async with self._semaphore:  # held for the exchange only, never while sleeping
                 started = time.perf_counter()
                 try:
-                    response = await self._client.post(self._url, content=body)
+                    response = await self._client.post(url, content=body)
                 except (httpx.TransportError, httpx.DecodingError) as exc:
                     failure = _Retry(None, f"{type(exc).__name__}: {exc}", None)
                 latency = time.perf_counter() - started
             if failure is None:
                 status = response.status_code
                 if 200 <= status < 300:
-                    result = self._parse(response, latency, attempts, waited)
+                    result = self._parse(response, latency, attempts, waited, text=text)
                     self._calls += 1
                     self._latency_s += latency
                     self._prompt_tokens += result.usage.prompt_tokens
@@ -500,9 +517,16 @@ class ChatClient:
             await self._sleep(wait)
 
     def _parse(
-        self, response: httpx.Response, latency: float, attempts: int, waited: float
+        self,
+        response: httpx.Response,
+        latency: float,
+        attempts: int,
+        waited: float,
+        *,
+        text: bool = False,
     ) -> ChatResult:
-        """Turn a 2xx response into a :class:`ChatResult` (or raise ChatProtocolError)."""
+        """Turn a 2xx response into a :class:`ChatResult` (or raise ChatProtocolError);
+        ``text``: a text completion (``choices[0].text``), else a chat completion."""
         try:
             data = json.loads(response.content)
         except (ValueError, UnicodeDecodeError):
@@ -514,7 +538,10 @@ class ChatClient:
             what = "error" if "error" in data else "no choices"
             raise self._protocol_error(f"not a chat completion ({what})", response)
         choice = choices[0]
-        message = choice.get("message") if isinstance(choice, dict) else None
+        if text:
+            message = {"content": choice.get("text")} if isinstance(choice, dict) else None
+        else:
+            message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise self._protocol_error("choices[0] has no message", response)
         content = _text(message.get("content"))

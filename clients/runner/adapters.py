@@ -4,13 +4,16 @@ ReLE keeps the semantic content of a prompt fixed and lets a per-model adapter m
 what the model expects, so that scores measure capability rather than template mismatch;
 for reasoning models the adapter also separates the reasoning trace from the answer.
 
-An adapter here decides (the chat template itself is applied by the serving engine --
-vLLM, llama.cpp, Ollama -- behind its chat endpoint)
+An adapter here decides
 
 * the **messages** sent to an OpenAI-compatible chat endpoint: whether a system prompt is
   sent, and as a system message or folded into the user turn (models without a system
   role, or whose providers advise against one), plus a reasoning switch some models read
   from the prompt (Qwen3's ``/think`` and ``/no_think``);
+* the **chat template** when the endpoint serves raw text completions (a base model, or an
+  engine without the model's template): :func:`render_template` writes the messages in
+  ChatML, Llama 3 or Alpaca form, sent to ``/completions`` (chat endpoints apply the
+  model's own template themselves);
 * how the **reply** splits into final answer and reasoning (:func:`split_reply`):
   an inline ``<think>`` block (DeepSeek-R1 and its distillations, QwQ) and/or a separate
   ``reasoning_content`` field (DeepSeek's API, vLLM's reasoning parsers).
@@ -21,6 +24,7 @@ Everything here is pure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from judge.traces import split_reasoning
 
@@ -29,6 +33,8 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 Message = dict[str, str]
+TemplateName = Literal["chatml", "llama3", "alpaca"]
+TEMPLATES: tuple[str, ...] = get_args(TemplateName)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,33 @@ def get_adapter(name: str) -> ModelAdapter:
     except KeyError:
         known = ", ".join(sorted(ADAPTERS))
         raise ValueError(f"unknown adapter {name!r}; known: {known}") from None
+
+
+def render_template(template: TemplateName, messages: list[Message]) -> str:
+    """``messages`` in a model's native chat template, ending where the model writes.
+
+    * ``chatml``: ``<|im_start|>role\\n...<|im_end|>`` turns (Qwen, Yi, many fine-tunes);
+    * ``llama3``: ``<|begin_of_text|>`` then ``<|start_header_id|>role<|end_header_id|>``
+      turns closed by ``<|eot_id|>``;
+    * ``alpaca``: the system prompt as preamble, ``### Instruction:`` and
+      ``### Response:``.
+    """
+    if template == "chatml":
+        turns = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
+        return "".join(turns) + "<|im_start|>assistant\n"
+    if template == "llama3":
+        turns = [
+            f"<|start_header_id|>{m['role']}<|end_header_id|>\n\n{m['content']}<|eot_id|>"
+            for m in messages
+        ]
+        opener = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+        return "<|begin_of_text|>" + "".join(turns) + opener
+    if template == "alpaca":
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        user = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
+        preamble = f"{system}\n\n" if system else ""
+        return f"{preamble}### Instruction:\n{user}\n\n### Response:\n"
+    raise ValueError(f"unknown template {template!r}; known: {', '.join(TEMPLATES)}")
 
 
 def split_reply(content: str, reasoning: str | None = None) -> tuple[str, str | None]:

@@ -19,7 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from clients.runner.adapters import ADAPTERS, get_adapter
+from clients.runner.adapters import ADAPTERS, TEMPLATES, TemplateName, get_adapter
 from clients.runner.prompts import PARADIGMS, Paradigm
 from clients.runner.runner import RunConfig, Runner, SessionOutcome, summary_json
 from clients.runner.transcript import Transcript
@@ -86,6 +86,14 @@ def run_command(
         str | None, typer.Option("--system-prompt", help="Replaces the adapter's.")
     ] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+    template: Annotated[
+        str | None,
+        typer.Option(
+            "--template",
+            help=f"Raw-completion endpoint: render prompts in {', '.join(TEMPLATES)} and "
+            "send them to /completions.",
+        ),
+    ] = None,
     transcript: Annotated[
         Path | None,
         typer.Option(
@@ -102,6 +110,8 @@ def run_command(
     are driven on from where the server says they stand."""
     if paradigm not in PARADIGMS:
         raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
+    if template is not None and template not in TEMPLATES:
+        raise typer.BadParameter(f"--template must be one of {', '.join(TEMPLATES)}")
     try:
         chosen = get_adapter(adapter)
     except ValueError as error:
@@ -115,6 +125,7 @@ def run_command(
         system_prompt=system_prompt,
         n_items=n_items,
         max_tokens=max_tokens,
+        template=_template(template),
     )
     chat = ChatEndpoint(
         base_url=endpoint, model=model, api_key=endpoint_api_key, read_timeout_s=read_timeout_s
@@ -131,6 +142,13 @@ def _paradigm(name: str) -> Paradigm:
         if name == known:
             return known
     raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
+
+
+def _template(name: str | None) -> TemplateName | None:
+    for known in ("chatml", "llama3", "alpaca"):
+        if name == known:
+            return known
+    return None
 
 
 async def _run(

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from clients.runner.adapters import ModelAdapter, get_adapter, split_reply
+from clients.runner.adapters import (
+    ModelAdapter,
+    TemplateName,
+    get_adapter,
+    render_template,
+    split_reply,
+)
 from clients.runner.prompts import Paradigm, PromptItem, render
 from clients.runner.transcript import Transcript, read_state
 from clients.sdk import (
@@ -53,6 +59,9 @@ class RunConfig:
     system_prompt: str | None = None
     n_items: int | None = None
     max_tokens: int | None = None
+    template: TemplateName | None = None
+    """Send raw prompts in this chat template to ``/completions`` instead of chat
+    messages to ``/chat/completions``."""
     lease_wait_s: float = 120.0
     lease_poll_s: float = 2.0
 
@@ -227,7 +236,11 @@ class Runner:
             PromptItem(item.question, item.options, item.qtype, item.discipline), config.paradigm
         )
         messages = config.adapter.messages(prompt, system_prompt=config.system_prompt)
-        reply = await self.model.complete(messages, max_tokens=config.max_tokens)
+        if config.template is None:
+            reply = await self.model.complete(messages, max_tokens=config.max_tokens)
+        else:
+            raw = render_template(config.template, messages)
+            reply = await self.model.complete_text(raw, max_tokens=config.max_tokens)
         answer, reasoning = split_reply(reply.content, reply.reasoning)
         usage = Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
         accepted = await self.client.submit_answer(

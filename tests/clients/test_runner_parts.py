@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from clients.runner.adapters import ADAPTERS, DEFAULT_SYSTEM_PROMPT, get_adapter, split_reply
+from clients.runner.adapters import (
+    ADAPTERS,
+    DEFAULT_SYSTEM_PROMPT,
+    get_adapter,
+    render_template,
+    split_reply,
+)
 from clients.runner.prompts import PromptItem, detect_language, render
 from clients.runner.transcript import Transcript, read_lines, read_state
 
@@ -104,3 +110,19 @@ def test_transcript_survives_a_torn_line_and_knows_its_sessions(tmp_path: Path) 
     assert [line["event"] for line in read_lines(path)] == ["session", "item", "item", "session"]
     assert json.loads(path.read_text(encoding="utf-8").splitlines()[1])["answer"] == "B"
     assert read_state(tmp_path / "missing.jsonl", model_id="m").sessions == []
+
+
+def test_chat_templates_render_the_turns_natively() -> None:
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    assert render_template("chatml", messages) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert render_template("llama3", messages) == (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nQ<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    assert render_template("alpaca", messages) == "S\n\n### Instruction:\nQ\n\n### Response:\n"
+    assert render_template("alpaca", messages[1:]) == "### Instruction:\nQ\n\n### Response:\n"
+    with pytest.raises(ValueError, match="unknown template 'vicuna'"):
+        render_template("vicuna", messages)  # type: ignore[arg-type]
