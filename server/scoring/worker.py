@@ -133,8 +133,11 @@ class ScoringWorker:
                 await self.drain()
             except Exception:
                 log.exception("scoring drain failed; retrying after the poll interval")
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
+            # that arrives just as the event is set, and shutdown would then wait forever
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=self.settings.scoring_poll_s)
+                async with asyncio.timeout(self.settings.scoring_poll_s):
+                    await wake.wait()
             wake.clear()
 
     async def aclose(self) -> None:

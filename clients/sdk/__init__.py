@@ -1,0 +1,73 @@
+"""The Proctor SDK: ``ProctorClient`` (blocking) and ``AsyncProctorClient`` (asyncio) over
+httpx, the response types and the exception tree (:mod:`clients.sdk.errors`).
+
+::
+
+    from clients.sdk import ProctorClient, Usage
+
+    with ProctorClient("https://proctor.example", api_key="pk_...") as client:
+        session = client.create_session(model_id=MODEL_ID)
+        for item in client.items(session.id):
+            reply = my_model(item.question, item.options)
+            client.submit_answer(
+                session.id, item, reply.text, usage=Usage(reply.prompt_tokens, reply.output_tokens)
+            )
+        print(client.wait_scored(session.id))
+"""
+
+from __future__ import annotations
+
+from clients.sdk._version import __version__
+from clients.sdk.async_client import AsyncProctorClient
+from clients.sdk.client import ProctorClient
+from clients.sdk.errors import (
+    AlreadyAnsweredError,
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    ConflictError,
+    InternalServerError,
+    NotFoundError,
+    NotPendingError,
+    PermissionDeniedError,
+    ProctorError,
+    QuotaExhaustedError,
+    RateLimitError,
+    ServiceUnavailableError,
+    SessionClosedError,
+    SessionInUseError,
+    ValidationError,
+    error_from_response,
+)
+from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, Usage
+
+__all__ = [
+    "APIConnectionError",
+    "APIStatusError",
+    "APITimeoutError",
+    "Accepted",
+    "AlreadyAnsweredError",
+    "AsyncProctorClient",
+    "AuthenticationError",
+    "ConflictError",
+    "InternalServerError",
+    "Item",
+    "Model",
+    "NotFoundError",
+    "NotPendingError",
+    "PermissionDeniedError",
+    "ProctorClient",
+    "ProctorError",
+    "QuotaExhaustedError",
+    "RateLimitError",
+    "ScoringProgress",
+    "ServiceUnavailableError",
+    "Session",
+    "SessionClosedError",
+    "SessionInUseError",
+    "Usage",
+    "ValidationError",
+    "__version__",
+    "error_from_response",
+]

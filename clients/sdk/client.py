@@ -1,0 +1,251 @@
+"""``ProctorClient``: the blocking client (httpx.Client underneath)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from clients.sdk import _core
+from clients.sdk._core import IdLike
+from clients.sdk.errors import AuthenticationError, ProctorError
+from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, Usage
+
+T = TypeVar("T")
+
+__all__ = ["ProctorClient"]
+
+
+class ProctorClient:
+    """A blocking client of the Proctor API.
+
+    ::
+
+        with ProctorClient("https://proctor.example", api_key="pk_...") as client:
+            session = client.create_session(model_id=model.id)
+            for item in client.items(session.id):
+                client.submit_answer(session.id, item, ask_my_model(item))
+
+    The API key is exchanged for a bearer token on first use; the token is renewed with
+    ``/v1/auth/refresh`` when fewer than ``refresh_margin_s`` seconds remain (which keeps
+    the lease of the sessions it drives) and replaced from the key only if it was refused
+    (a replaced token has lost those leases: the sessions answer ``SessionInUseError``
+    until the server's ``PROCTOR_LEASE_IDLE_S`` has passed).
+    Calls are retried ``max_retries`` times where that is safe (see
+    :mod:`clients.sdk._core`). ``transport`` replaces httpx's network transport (tests,
+    proxies). Thread-safe: one token per client, renewed under a lock.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        max_retries: int = 4,
+        transport: httpx.BaseTransport | None = None,
+        refresh_margin_s: float = 60.0,
+    ) -> None:
+        _core.validate_options(max_retries, refresh_margin_s)
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self._api_key = api_key
+        self._tokens = _core.TokenState(refresh_margin_s)
+        self._lock = threading.Lock()
+        self._submissions: Counter[str] = Counter()
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout,
+            transport=transport,
+            headers=_core.DEFAULT_HEADERS,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections (and an injected transport)."""
+        self._http.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _run(self, call: _core.Call[T]) -> T:
+        attempts = _core.Attempts(call, self.max_retries)
+        while True:
+            token = self._token() if call.authenticated else None
+            request = _core.build_request(self._http, call, token)
+            try:
+                response = self._http.send(request)
+            except httpx.RequestError as error:
+                step: _core.Done[T] | _core.Retry = attempts.after_error(error)
+            else:
+                step = attempts.after_response(response)
+            if isinstance(step, _core.Done):
+                return step.value
+            if step.reauthenticate:
+                assert token is not None
+                attempts.exchanged = self._replace(token)
+            if step.delay > 0:
+                time.sleep(step.delay)
+
+    def _token(self) -> str:
+        """The current token; exchanged or renewed first if needed."""
+        with self._lock:
+            tokens = self._tokens
+            if tokens.token is None:
+                self._exchange()
+            elif tokens.due():
+                self._refresh(tokens.token)
+            assert tokens.token is not None
+            return tokens.token
+
+    def _exchange(self) -> None:
+        started = time.monotonic()
+        self._tokens.store(self._run(_core.exchange(self._api_key)), started)
+
+    def _refresh(self, token: str) -> None:
+        started = time.monotonic()
+        try:
+            grant = self._run(_core.refresh(token))
+        except AuthenticationError:
+            self._exchange()  # revoked or expired: only the key can help
+            return
+        except ProctorError:
+            if self._tokens.remaining() > 0:
+                return  # keep the valid token; the renewal is tried again on the next call
+            raise
+        self._tokens.store(grant, started)
+
+    def _replace(self, refused: str) -> bool:
+        """After a 401 for ``refused``: a new token from the key, unless another thread has
+        renewed it meanwhile. True if the key was exchanged."""
+        with self._lock:
+            if self._tokens.token != refused:
+                return False
+            self._tokens.clear()
+            self._exchange()
+            return True
+
+    # ------------------------------------------------------------------ API
+
+    def whoami(self) -> dict[str, Any]:
+        """The token's subject, organisation, role (and session scope, if any)."""
+        return self._run(_core.whoami())
+
+    def register_model(
+        self,
+        *,
+        name: str,
+        api_snapshot: str,
+        family: str | None = None,
+        params_b: float | None = None,
+        usd_per_mtok_in: float | None = None,
+        usd_per_mtok_out: float | None = None,
+    ) -> Model:
+        """Register a model pinned to ``api_snapshot`` (prices in USD per million tokens
+        feed the leaderboard's cost figures). Not retried once the request may have reached
+        the server."""
+        return self._run(
+            _core.register_model(
+                name=name,
+                api_snapshot=api_snapshot,
+                family=family,
+                params_b=params_b,
+                usd_per_mtok_in=usd_per_mtok_in,
+                usd_per_mtok_out=usd_per_mtok_out,
+            )
+        )
+
+    def list_models(self) -> list[Model]:
+        return self._run(_core.list_models())
+
+    def get_model(self, model_id: IdLike) -> Model:
+        return self._run(_core.get_model(model_id))
+
+    def create_session(
+        self, *, model_id: IdLike, n_items: int | None = None, mode: str = "fixed"
+    ) -> Session:
+        """Open a session (a fresh sample of unseen items). Not retried once the request
+        may have reached the server: after an ``APIConnectionError``, look at
+        ``list_sessions()`` before opening another."""
+        return self._run(_core.create_session(model_id=model_id, n_items=n_items, mode=mode))
+
+    def get_session(self, session_id: IdLike) -> Session:
+        return self._run(_core.get_session(session_id))
+
+    def list_sessions(self, *, limit: int | None = None) -> list[Session]:
+        """The organisation's sessions, newest first (the server's default limit: 100)."""
+        return self._run(_core.list_sessions(limit))
+
+    def next_item(self, session_id: IdLike) -> Item | None:
+        """The item to answer now (the same one again until it is answered); None when the
+        session has nothing left."""
+        return self._run(_core.next_item(session_id))
+
+    def submit_answer(
+        self,
+        session_id: IdLike,
+        item: Item,
+        answer: str,
+        *,
+        reasoning: str | None = None,
+        usage: Usage | None = None,
+    ) -> Accepted:
+        """Answer ``item``. Retried on transport errors and 5xx; if a retry finds the
+        position answered, the earlier attempt was committed and the result has
+        ``already_answered=True``. A second answer of the caller's own raises
+        :class:`~clients.sdk.errors.AlreadyAnsweredError`."""
+        self._submissions[str(session_id)] += 1
+        return self._run(
+            _core.submit_answer(session_id, item, answer, reasoning=reasoning, usage=usage)
+        )
+
+    def items(self, session_id: IdLike) -> Iterator[Item]:
+        """Yield the session's items in order until it has none left; answer each with
+        :meth:`submit_answer` before asking for the next."""
+        guard = _core.ItemsGuard()
+        while (item := self.next_item(session_id)) is not None:
+            guard.check(item, self._submissions[str(session_id)])
+            yield item
+
+    def scoring(self, session_id: IdLike) -> ScoringProgress:
+        """How far the scoring of the session has come (default judge)."""
+        return self._run(_core.scoring(session_id))
+
+    def wait_scored(
+        self, session_id: IdLike, *, timeout_s: float = 600, poll_s: float = 1.0
+    ) -> ScoringProgress:
+        """Poll :meth:`scoring` until it is ``complete``; ``TimeoutError`` after
+        ``timeout_s``."""
+        deadline = _core.scoring_deadline(timeout_s)
+        while True:
+            progress = self.scoring(session_id)
+            if progress.complete:
+                return progress
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(_core.scoring_timeout(session_id, progress, timeout_s))
+            time.sleep(min(poll_s, remaining))
+
+    def leaderboard(
+        self, *, view: str = "models", baselines: bool = False, diagnostics: bool = False
+    ) -> dict[str, Any]:
+        """The ranking (``view="disciplines"``: per discipline); vendors see the public
+        fields only."""
+        return self._run(_core.leaderboard(view=view, baselines=baselines, diagnostics=diagnostics))
