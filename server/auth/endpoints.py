@@ -13,7 +13,6 @@ from server.auth.permissions import Permission, Principal
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
 from server.errors import InvalidInput, NotFound
 from server.sessions.models import EvalSession
-from server.sessions.service import hand_over_leases
 
 router = APIRouter(tags=["auth"])
 
@@ -41,10 +40,10 @@ async def refresh(
     runtime: RuntimeDep,
     principal: Annotated[Principal, require(Permission.SELF_READ)],
 ) -> TokenResponse:
-    """Trade a valid token for a fresh one with the same scope; the old one is revoked and
-    the sessions it drives stay leased to the new one (no "session in use" after renewal)."""
+    """Trade a valid token for a fresh one with the same scope. The old one is revoked, and
+    with it the leases it held on sessions: the new token (or, if this response is lost, a
+    token exchanged from the key again) drives on without "session in use"."""
     token, claims = await service.refresh_token(db, codec=runtime.codec, principal=principal)
-    await hand_over_leases(db, old_jti=principal.jti, new_jti=claims.jti)
     return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
 
 

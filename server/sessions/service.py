@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import draw_anchor_sample
@@ -24,6 +24,7 @@ from bank.sampling.service import allocate_sample, persist_sample
 from judge.contamination import replay_prompt
 from judge.prompts import PROMPT_VERSION
 from judge.traces import split_reasoning
+from server.auth.models import RevokedToken
 from server.auth.permissions import Permission, Principal
 from server.errors import (
     AlreadyAnswered,
@@ -193,7 +194,8 @@ async def _drive(
     """Lock session ``session_id`` and take (or renew) its lease for ``principal``'s token.
 
     One atomic conditional UPDATE: it succeeds only if nobody holds the lease, this token
-    holds it, or the holder has been idle longer than ``limits.lease_idle_s``."""
+    holds it, the holder has been idle longer than ``limits.lease_idle_s``, or the holder's
+    token has been revoked."""
     conditions: list[Any] = [EvalSession.id == session_id]
     if not principal.can(Permission.ANY_ORG):
         conditions.append(EvalSession.org_id == principal.org_id)
@@ -201,6 +203,9 @@ async def _drive(
         EvalSession.lease_jti.is_(None),
         EvalSession.lease_jti == principal.jti,
         EvalSession.lease_expires_at < now,
+        # a revoked token can no longer drive the session, so its lease holds nothing
+        # (e.g. a client whose refresh response was lost, back with a token from its key)
+        exists().where(RevokedToken.jti == EvalSession.lease_jti),
     )
     statement = (
         update(EvalSession)
@@ -271,19 +276,6 @@ async def next_item(
         raise Conflict(f"item at position {position} is not reserved for this session")
     await db.flush()
     return item
-
-
-async def hand_over_leases(db: AsyncSession, *, old_jti: str, new_jti: str) -> int:
-    """Move the session leases token ``old_jti`` holds to ``new_jti`` (its renewal);
-    returns how many sessions moved."""
-    result = await db.execute(
-        update(EvalSession)
-        .where(EvalSession.lease_jti == old_jti)
-        .values(lease_jti=new_jti)
-        .execution_options(synchronize_session=False)
-    )
-    moved: int = result.rowcount  # type: ignore[attr-defined]
-    return moved
 
 
 async def _retry_without_writing(

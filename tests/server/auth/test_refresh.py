@@ -39,3 +39,24 @@ async def test_a_renewed_token_keeps_driving_its_session_and_the_old_one_dies(
     other = await login(client, world.a.keys["vendor"], sid)
     refused = await client.get(f"/v1/sessions/{sid}/next", headers=other)
     assert refused.status_code == 403 and "session in use" in refused.json()["detail"]
+
+
+async def test_a_lost_refresh_response_does_not_lock_the_client_out_of_its_session(
+    api: tuple[httpx.AsyncClient, World, FastAPI],
+) -> None:
+    client, world, _ = api
+    assert world.a.model_id is not None
+    evaluator = await login(client, world.a.keys["evaluator"])
+    sid = (await open_session(client, evaluator, world.a.model_id, n_items=3))["id"]
+    old = await login(client, world.a.keys["vendor"])
+    item = (await client.get(f"/v1/sessions/{sid}/next", headers=old)).json()
+    # the refresh happens on the server, but its response never reaches the client ...
+    assert (await client.post("/v1/auth/refresh", headers=old)).status_code == 200
+    # ... which exchanges its key again: the revoked token's lease does not hold it back
+    fresh = await login(client, world.a.keys["vendor"])
+    again = await client.get(f"/v1/sessions/{sid}/next", headers=fresh)
+    assert again.status_code == 200 and again.json() == item
+    # while a live lease still excludes every other token
+    other = await login(client, world.a.keys["vendor"])
+    refused = await client.get(f"/v1/sessions/{sid}/next", headers=other)
+    assert refused.status_code == 403
