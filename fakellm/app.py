@@ -166,12 +166,9 @@ def retry_headers(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(math.ceil(seconds)), "retry-after-ms": as_ms}
 
 
-def parse_chat_request(body: bytes) -> tuple[str, list[Message]]:
-    """The model and messages of a chat-completions body; ``ApiError`` (400) if malformed.
-
-    Message content may be a string or a list of ``{"type": "text", "text": ...}`` parts
-    (joined); other parts are refused.
-    """
+def _request_object(body: bytes) -> tuple[dict[str, Any], str]:
+    """The JSON object of a completions body and its model; ``ApiError`` (400) for bad
+    JSON, a missing model or a streaming request."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -183,6 +180,16 @@ def parse_chat_request(body: bytes) -> tuple[str, list[Message]]:
         raise ApiError(400, "'model' must be a non-empty string.", param="model")
     if data.get("stream"):
         raise ApiError(400, "Streaming is not supported by this server.", param="stream")
+    return data, model
+
+
+def parse_chat_request(body: bytes) -> tuple[str, list[Message]]:
+    """The model and messages of a chat-completions body; ``ApiError`` (400) if malformed.
+
+    Message content may be a string or a list of ``{"type": "text", "text": ...}`` parts
+    (joined); other parts are refused.
+    """
+    data, model = _request_object(body)
     raw_messages = data.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise ApiError(400, "'messages' must be a non-empty array.", param="messages")
@@ -202,17 +209,7 @@ def parse_text_request(body: bytes) -> tuple[str, list[Message]]:
     """The model and prompt of a (legacy) text-completions body, the prompt as one user
     message; ``ApiError`` (400) if malformed. A prompt rendered in a chat template is
     answered as the question it contains (the answer key finds it inside any text)."""
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"The body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "The body must be a JSON object.", code="invalid_json")
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "'model' must be a non-empty string.", param="model")
-    if data.get("stream"):
-        raise ApiError(400, "Streaming is not supported by this server.", param="stream")
+    data, model = _request_object(body)
     prompt = data.get("prompt")
     if not isinstance(prompt, str) or not prompt:
         raise ApiError(400, "'prompt' must be a non-empty string.", param="prompt")

@@ -197,6 +197,24 @@ def test_a_reply_follows_the_openai_schema(client: httpx.Client) -> None:
     assert all(m["object"] == "model" for m in models["data"])
 
 
+def test_text_completions_answer_the_question_inside_a_raw_prompt(client: httpx.Client) -> None:
+    item = mc_items()[3]
+    raw = f"<|im_start|>user\n{item['question']}<|im_end|>\n<|im_start|>assistant\n"
+    chat_reply = chat(client, "model-reasoner", item["question"]).json()["choices"][0]["message"]
+    response = client.post("/v1/completions", json={"model": "model-reasoner", "prompt": raw})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["object"] == "text_completion" and body["id"].startswith("cmpl-")
+    [choice] = body["choices"]
+    # the same answer as over chat; the trace, which has no field here, comes inline
+    assert (
+        choice["text"] == f"<think>{chat_reply['reasoning_content']}</think>{chat_reply['content']}"
+    )
+    assert body["usage"]["prompt_tokens"] == len(raw) // 4
+    for bad in ({"model": "model-mid"}, {"model": "model-mid", "prompt": ""}, {"prompt": "x"}):
+        assert client.post("/v1/completions", json=bad).status_code == 400, bad
+
+
 def test_errors_are_openai_shaped(client: httpx.Client) -> None:
     unknown = chat(client, "gpt-17", "hello")
     assert unknown.status_code == 404
