@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_REPORTED_ERRORS = 50
 """How many problems ``str(InputError)`` spells out; ``errors`` holds them all."""
@@ -39,6 +41,18 @@ class InputError(ValueError):
         shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
         more = len(self.errors) - MAX_REPORTED_ERRORS
         super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
+
+
+def read_text(path: str | os.PathLike[str], error: type[InputError]) -> tuple[str, str]:
+    """``(name, text)`` of the UTF-8 file at ``path`` (a byte-order mark is dropped);
+    ``error`` naming the line of the first byte that is not UTF-8. OSError if unreadable."""
+    name = os.fspath(path)
+    data = Path(path).read_bytes()
+    try:
+        return name, data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error([InputProblem(name, line, "file", "not valid UTF-8")]) from None
 
 
 def numbered_rows(

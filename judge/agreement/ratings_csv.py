@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 
 from judge.agreement.ratings import Rating
-from judge.input_problems import InputError, InputProblem, numbered_rows
+from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("answer_id", "rater", "score")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("model", "model_family")
@@ -53,13 +52,7 @@ def read_ratings_csv(path: str | os.PathLike[str], *, reference: str = "human") 
     OSError
         The file cannot be read.
     """
-    name = os.fspath(path)
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise AgreementInputError([InputProblem(name, line, "file", "not valid UTF-8")]) from None
+    name, text = read_text(path, AgreementInputError)
     if not text.strip():
         raise AgreementInputError(
             [InputProblem(name, None, "file", "is empty; expected a header answer_id,rater,score")]

@@ -22,13 +22,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
-from judge.input_problems import InputError, InputProblem, numbered_rows
+from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 VALUE_COLUMNS: tuple[str, ...] = ("score", "rank")
 
@@ -91,13 +90,7 @@ def read_leaderboard_csv(path: str | os.PathLike[str]) -> StaticLeaderboard:
     OSError
         The file cannot be read.
     """
-    name = os.fspath(path)
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise LeaderboardInputError([InputProblem(name, line, "file", "not valid UTF-8")]) from None
+    name, text = read_text(path, LeaderboardInputError)
     return _LeaderboardParser(name).parse(text)
 
 
