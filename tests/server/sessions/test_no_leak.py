@@ -178,12 +178,9 @@ async def test_full_session_never_leaks_answers(
     assert [row.position for row in sample] == list(range(N_ITEMS))
     assert all(row.family_id == row.item_family for row in sample)
     assert len({row.family_id for row in sample}) == N_ITEMS
-    assert (final["state"], final["completed"], final["pending"], final["allocated"]) == (
-        "answered",
-        N_ITEMS,
-        0,
-        0,
-    )
+    # The scoring worker runs beside the test and may already have scored the session.
+    assert final["state"] in {"answered", "scored"}
+    assert (final["completed"], final["pending"], final["allocated"]) == (N_ITEMS, 0, 0)
     print(
         f"\nno-leak [{backend}]: {scanned} responses scanned for {len(secrets)} secrets of "
         f"{N_ITEMS} items; seed {seeded - started:.1f} s, "

@@ -38,12 +38,9 @@ async def test_full_session_in_order(api: tuple[httpx.AsyncClient, World, FastAP
         assert second.headers["content-type"] == "application/problem+json"
     assert positions == list(range(12))
     state = (await client.get(f"/v1/sessions/{sid}", headers=vendor)).json()
-    assert (state["state"], state["completed"], state["pending"], state["allocated"]) == (
-        "answered",
-        12,
-        0,
-        0,
-    )
+    # The scoring worker runs beside the test and may already have scored the session.
+    assert state["state"] in {"answered", "scored"}
+    assert (state["completed"], state["pending"], state["allocated"]) == (12, 0, 0)
 
 
 async def test_answer_for_another_item_is_refused(
