@@ -197,6 +197,18 @@ class AdaptiveState:
         """Record ``score`` (in [0, 1]) for an item of stratum ``key``; ``item`` is its
         (a, b) for the ability estimate. Returns the decision when this was a check point
         or the last outstanding item, else None."""
+        self.record(key, score, item=item)
+        n = self.n_scored
+        exhausted = self.next_stratum() is None and n == self.n_allocated
+        if self.config.schedule.is_check(n) or exhausted:
+            return self.decision(final=exhausted)
+        return None
+
+    def record(
+        self, key: Hashable, score: float, *, item: tuple[float, float] | None = None
+    ) -> None:
+        """Record a score without evaluating the stopping rule (a caller that rebuilds
+        the state from stored scores, then checks once, uses this)."""
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"scores must be in [0, 1], got {score}")
         self.strata[key].tally.add(score)
@@ -208,11 +220,12 @@ class AdaptiveState:
             if self.config.policy is Policy.NEYMAN:  # two-stage: the pilot's S_h, frozen
                 for s in self.strata.values():
                     s.allocation_sd = s.pilot_sd
+
+    def check_index(self) -> int:
+        """How many check points the scored items have passed (0 before the first)."""
+        schedule = self.config.schedule
         n = self.n_scored
-        exhausted = self.next_stratum() is None and n == self.n_allocated
-        if self.config.schedule.is_check(n) or exhausted:
-            return self.decision(final=exhausted)
-        return None
+        return 0 if n < schedule.start else (n - schedule.start) // schedule.every + 1
 
     def decision(self, *, final: bool = False) -> Decision:
         """The estimate and its half-width now; with ``final`` (every allocated item
@@ -293,3 +306,32 @@ def difficulty_bands(difficulty: Sequence[float] | NDArray[np.float64], bands: i
         return [0] * values.size
     edges = np.quantile(values, np.linspace(0, 1, bands + 1)[1:-1])
     return [int(i) for i in np.searchsorted(edges, values, side="right")]
+
+
+def assign_strata(
+    base: Sequence[Hashable],
+    *,
+    policy: Policy,
+    bands: int,
+    difficulty: Sequence[float | None] | None = None,
+) -> list[Hashable]:
+    """The policy's stratum of each item, given its base stratum (e.g. discipline × type).
+
+    ``uniform`` puts every item in one stratum; ``neyman-irt`` splits each base stratum
+    into ``bands`` equal-count difficulty bands of the items with a known difficulty,
+    and puts the items without one (no history yet) in a band of their own, ``"new"``;
+    the other policies keep the base strata."""
+    if policy is Policy.UNIFORM:
+        return ["all"] * len(base)
+    if policy is not Policy.NEYMAN_IRT or difficulty is None:
+        return list(base)
+    members: dict[Hashable, list[int]] = {}
+    for j, key in enumerate(base):
+        if difficulty[j] is not None:
+            members.setdefault(key, []).append(j)
+    out: list[Hashable] = [(key, "new") for key in base]
+    for key, idx in members.items():
+        values = [float(difficulty[j]) for j in idx]  # type: ignore[arg-type]
+        for j, band in zip(idx, difficulty_bands(values, bands), strict=True):
+            out[j] = (key, band)
+    return out

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from scipy.stats import kendalltau, spearmanr
 
 from bank.adaptive.irt import ItemParameters, fit_2pl
-from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Policy, difficulty_bands
+from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Policy, assign_strata
 from bank.adaptive.recorded import ResponseMatrix
 
 POINTS = 100.0
@@ -187,21 +187,18 @@ def _strata_of(
     config: AdaptiveConfig,
     parameters: ItemParameters | None,
 ) -> dict[Hashable, NDArray[np.int64]]:
-    if config.policy is Policy.UNIFORM:
-        return {"all": answered}
+    """The answered items grouped by the policy's strata."""
+    difficulty = [float(parameters.b[j]) for j in answered] if parameters is not None else None
+    keys = assign_strata(
+        [strata[j] for j in answered],
+        policy=config.policy,
+        bands=config.bands,
+        difficulty=difficulty,
+    )
     groups: dict[Hashable, list[int]] = {}
-    for j in answered:
-        groups.setdefault(strata[j], []).append(int(j))
-    if config.policy is not Policy.NEYMAN_IRT or parameters is None:
-        return {key: np.array(members) for key, members in groups.items()}
-    banded: dict[Hashable, NDArray[np.int64]] = {}
-    for key, members in groups.items():
-        bands = difficulty_bands(parameters.b[members], config.bands)
-        for band in sorted(set(bands)):
-            banded[(key, band)] = np.array(
-                [j for j, b in zip(members, bands, strict=True) if b == band]
-            )
-    return banded
+    for j, key in zip(answered, keys, strict=True):
+        groups.setdefault(key, []).append(int(j))
+    return {key: np.array(members) for key, members in groups.items()}
 
 
 def _item_parameters(
