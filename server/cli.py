@@ -21,6 +21,7 @@ from server.judge_commands import app as judge_app
 from server.leaderboard_commands import leaderboard_command, set_anchor_command
 from server.orgs.service import create_org, find_org, get_org
 from server.runtime import run_in_unit_of_work
+from server.simulate_commands import simulate_command
 
 app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -33,6 +34,7 @@ app.add_typer(judge_app, name="judge")
 app.command("analyze")(analyze_command)
 app.command("leaderboard")(leaderboard_command)
 app.command("run")(run_command)
+app.command("simulate")(simulate_command)
 admin_app.command("set-anchor")(set_anchor_command)
 
 

@@ -119,10 +119,13 @@ def replay(
     n_models = len(responses.models)
     for policy in policies:
         cfg = replace(config, policy=policy)
+
+        def params(m: int, policy: Policy = policy) -> ItemParameters | None:
+            # only neyman-irt uses item parameters; the others need not carry them
+            return parameters(m) if parameters and policy is Policy.NEYMAN_IRT else None
+
         tasks = [
-            _ModelTask(
-                scores[m], list(strata), cfg, runs, seed, m, parameters(m) if parameters else None
-            )
+            _ModelTask(scores[m], list(strata), cfg, runs, seed, m, params(m))
             for m in range(n_models)
         ]
         if jobs > 1:
