@@ -153,6 +153,22 @@ class Settings(BaseSettings):
     """Points by which a model's generalisation gap may exceed the median gap before it is
     flagged (public sessions versus the private anchor set)."""
 
+    # --- adaptive sessions (see server/sessions/adaptive.py, bank/adaptive) ---
+    adaptive_policy: Literal["uniform", "proportional", "neyman", "neyman-irt"] = "neyman-irt"
+    """The default policy of ``mode: adaptive`` sessions."""
+    adaptive_bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] = "normal"
+    """The default interval of the stopping rule. ``hoeffding-serfling`` is guaranteed but
+    depends on the number of items only (6.4 points at 1,000 items with the default
+    schedule), ``normal`` follows the variance (asymptotic; replay coverage in README)."""
+    adaptive_target_halfwidth: float = Field(5.0, gt=0, le=50)
+    """Default half-width (score points, 0-100) at which an adaptive session stops."""
+    adaptive_delta: float = Field(0.05, gt=0, lt=1)
+    """Default error probability of the stopping rule's interval, over all its checks."""
+    adaptive_check_every: int = Field(10, ge=1, le=1000)
+    """The stopping rule is checked after every this many scored items."""
+    adaptive_pilot: int = Field(2, ge=0, le=100)
+    """Items every stratum gets before the allocation follows the policy."""
+
     @property
     def runs_scoring_in_process(self) -> bool:
         if self.scoring_in_process is not None:

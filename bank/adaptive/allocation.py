@@ -75,6 +75,12 @@ def neyman_allocation(
     minimums fit. Raises ValueError on a negative weight, sd or non-positive cost.
     """
     costs = costs or {}
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    for name, mapping in (("sizes", sizes), ("minimum", minimum)):
+        negative = [key for key, v in (mapping or {}).items() if v < 0]
+        if negative:
+            raise ValueError(f"{name} must be >= 0: stratum {negative[0]!r}")
     shares: dict[K, float] = {}
     for key, w in weights.items():
         c = costs.get(key, 1.0)
@@ -94,6 +100,12 @@ def neyman_allocation(
         shares = {key: float(w) for key, w in weights.items()}
     caps = {key: (sizes[key] - base[key]) for key in weights} if sizes else None
     extra = apportion(rest, shares, caps)
+    left = rest - sum(extra.values())
+    if left > 0 and caps is not None:
+        # strata with a share were capped and the rest have S_h = 0: fill them by weight
+        room = {key: caps[key] - extra.get(key, 0) for key in weights}
+        more = apportion(left, {key: float(w) for key, w in weights.items()}, room)
+        extra = {key: extra.get(key, 0) + more.get(key, 0) for key in weights}
     return {key: base[key] + extra.get(key, 0) for key in weights}
 
 

@@ -22,9 +22,10 @@ without replacement", Bernoulli 21(3), 2015 (B&M below); R. J. Serfling, Ann. St
   one that follows the variance closely; its coverage is measured by the replay.
 
 A stopping rule checks its interval again and again. :class:`CheckSchedule` checks every
-``every`` scored items up to the budget and spends ``delta / K`` per check (K the number of
-scheduled checks), so by the union bound the stated confidence holds over all checks at
-once, whichever check stops the session.
+``every`` scored items up to the budget and spends ``delta / K`` per interval (K the number
+of scheduled checks plus one for the final report), so by the union bound the stated
+confidence holds over all checks and the final interval at once, whichever check stops
+the session.
 """
 
 from __future__ import annotations
@@ -146,10 +147,10 @@ class CheckSchedule:
 
     @property
     def checks(self) -> int:
-        """K: how many checks the schedule can make."""
-        if self.start > self.budget:
-            return 1
-        return (self.budget - self.start) // self.every + 1
+        """K: the check points up to the budget, plus one for the final interval reported
+        when the session ends off the grid (budget or population spent, late scores in)."""
+        grid = 0 if self.start > self.budget else (self.budget - self.start) // self.every + 1
+        return grid + 1
 
     def is_check(self, n_scored: int) -> bool:
         return n_scored >= self.start and (n_scored - self.start) % self.every == 0

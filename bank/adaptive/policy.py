@@ -198,8 +198,10 @@ class AdaptiveState:
         (a, b) for the ability estimate. Returns the decision when this was a check point
         or the last outstanding item, else None."""
         self.record(key, score, item=item)
+        if self.last is not None and self.last.stop is not None:
+            return None  # decided already; late scores only refine the final estimate
         n = self.n_scored
-        exhausted = self.next_stratum() is None and n == self.n_allocated
+        exhausted = n == self.n_allocated and self.next_stratum() is None
         if self.config.schedule.is_check(n) or exhausted:
             return self.decision(final=exhausted)
         return None

@@ -79,6 +79,22 @@ def run_command(
     n_items: Annotated[
         int | None, typer.Option("--n-items", min=1, help="Items per session (evaluators).")
     ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="fixed, or adaptive: the server picks each item from the scores so far and "
+            "stops when its estimate is precise enough (--n-items is then the budget).",
+        ),
+    ] = "fixed",
+    target_halfwidth: Annotated[
+        float | None,
+        typer.Option(
+            "--target-halfwidth",
+            min=0.01,
+            help="Adaptive sessions: stop at this half-width (score points, 0-100).",
+        ),
+    ] = None,
     adapter: Annotated[
         str, typer.Option("--adapter", help=f"One of {', '.join(sorted(ADAPTERS))}.")
     ] = "openai",
@@ -112,6 +128,10 @@ def run_command(
         raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
     if template is not None and template not in TEMPLATES:
         raise typer.BadParameter(f"--template must be one of {', '.join(TEMPLATES)}")
+    if mode not in ("fixed", "adaptive"):
+        raise typer.BadParameter("--mode must be fixed or adaptive")
+    if target_halfwidth is not None and mode != "adaptive":
+        raise typer.BadParameter("--target-halfwidth is for --mode adaptive")
     try:
         chosen = get_adapter(adapter)
     except ValueError as error:
@@ -124,6 +144,8 @@ def run_command(
         adapter=chosen,
         system_prompt=system_prompt,
         n_items=n_items,
+        mode=mode,
+        adaptive={"target_halfwidth": target_halfwidth} if target_halfwidth else None,
         max_tokens=max_tokens,
         template=_template(template),
     )

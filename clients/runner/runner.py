@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from clients.runner.adapters import (
     ModelAdapter,
@@ -58,6 +58,10 @@ class RunConfig:
     adapter: ModelAdapter = field(default_factory=lambda: get_adapter("openai"))
     system_prompt: str | None = None
     n_items: int | None = None
+    mode: str = "fixed"
+    """``fixed`` or ``adaptive`` (the server picks the items and may stop early)."""
+    adaptive: dict[str, Any] | None = None
+    """Options of adaptive sessions (``policy``, ``bound``, ``target_halfwidth``, ``delta``)."""
     max_tokens: int | None = None
     template: TemplateName | None = None
     """Send raw prompts in this chat template to ``/completions`` instead of chat
@@ -150,7 +154,10 @@ class Runner:
             async with semaphore:
                 try:
                     session = await self.client.create_session(
-                        model_id=self.config.model_id, n_items=self.config.n_items
+                        model_id=self.config.model_id,
+                        n_items=self.config.n_items,
+                        mode=self.config.mode,
+                        adaptive=self.config.adaptive,
                     )
                 except ProctorError as error:
                     return SessionOutcome("", 0, 0, error=f"opening a session: {error}")

@@ -332,10 +332,14 @@ def get_model(model_id: IdLike) -> Call[Model]:
     return Call("GET", f"/v1/models/{_segment(model_id)}", lambda r: Model.from_json(_json_dict(r)))
 
 
-def create_session(*, model_id: IdLike, n_items: int | None, mode: str) -> Call[Session]:
+def create_session(
+    *, model_id: IdLike, n_items: int | None, mode: str, adaptive: dict[str, Any] | None = None
+) -> Call[Session]:
     body: dict[str, Any] = {"model_id": str(model_id), "mode": mode}
     if n_items is not None:
         body["n_items"] = n_items
+    if adaptive is not None:
+        body["adaptive"] = adaptive
     return Call(
         "POST",
         "/v1/sessions",

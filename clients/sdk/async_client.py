@@ -180,12 +180,22 @@ class AsyncProctorClient:
         return await self._run(_core.get_model(model_id))
 
     async def create_session(
-        self, *, model_id: IdLike, n_items: int | None = None, mode: str = "fixed"
+        self,
+        *,
+        model_id: IdLike,
+        n_items: int | None = None,
+        mode: str = "fixed",
+        adaptive: dict[str, Any] | None = None,
     ) -> Session:
-        """Open a session (a fresh sample of unseen items). Not retried once the request
-        may have reached the server: after an ``APIConnectionError``, look at
+        """Open a session (a fresh sample of unseen items). ``mode="adaptive"`` lets the
+        server choose items and stop early (``n_items`` is then the budget; ``adaptive``:
+        ``policy``, ``bound``, ``target_halfwidth``, ``delta``). Not retried once the
+        request may have reached the server: after an ``APIConnectionError``, look at
         ``list_sessions()`` before opening another."""
-        return await self._run(_core.create_session(model_id=model_id, n_items=n_items, mode=mode))
+        call = _core.create_session(
+            model_id=model_id, n_items=n_items, mode=mode, adaptive=adaptive
+        )
+        return await self._run(call)
 
     async def get_session(self, session_id: IdLike) -> Session:
         return await self._run(_core.get_session(session_id))

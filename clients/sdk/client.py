@@ -179,12 +179,22 @@ class ProctorClient:
         return self._run(_core.get_model(model_id))
 
     def create_session(
-        self, *, model_id: IdLike, n_items: int | None = None, mode: str = "fixed"
+        self,
+        *,
+        model_id: IdLike,
+        n_items: int | None = None,
+        mode: str = "fixed",
+        adaptive: dict[str, Any] | None = None,
     ) -> Session:
-        """Open a session (a fresh sample of unseen items). Not retried once the request
-        may have reached the server: after an ``APIConnectionError``, look at
+        """Open a session (a fresh sample of unseen items). ``mode="adaptive"`` lets the
+        server choose items and stop early (``n_items`` is then the budget; ``adaptive``:
+        ``policy``, ``bound``, ``target_halfwidth``, ``delta``). Not retried once the
+        request may have reached the server: after an ``APIConnectionError``, look at
         ``list_sessions()`` before opening another."""
-        return self._run(_core.create_session(model_id=model_id, n_items=n_items, mode=mode))
+        call = _core.create_session(
+            model_id=model_id, n_items=n_items, mode=mode, adaptive=adaptive
+        )
+        return self._run(call)
 
     def get_session(self, session_id: IdLike) -> Session:
         return self._run(_core.get_session(session_id))

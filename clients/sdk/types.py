@@ -73,6 +73,9 @@ class Session:
     ended_at: datetime | None = None
     pending_window: int = 1
     """How many items may be pending at once."""
+    adaptive: dict[str, Any] | None = None
+    """An adaptive session's policy, estimate and half-width (score points), and why it
+    stopped; on single-session reads only."""
 
     @property
     def done(self) -> bool:

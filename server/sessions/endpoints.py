@@ -10,7 +10,10 @@ from fastapi import APIRouter, BackgroundTasks, Path, Query, Response
 
 from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth.permissions import Permission, Principal
-from server.sessions import service
+from server.sessions import adaptive, service
+from server.sessions.adaptive import AdaptiveRequest
+from server.sessions.models import EvalSession
+from server.sessions.modes import SessionMode
 from server.sessions.schemas import AnswerAccepted, AnswerIn, ItemOut, SessionCreate, SessionOut
 
 router = APIRouter(tags=["sessions"])
@@ -37,8 +40,22 @@ async def create_session(
         limits=runtime.limits,
         now=_now(),
         mode=body.mode,
+        adaptive_request=_adaptive_request(body),
     )
-    return SessionOut.of(record)
+    return await _session_out(db, record)
+
+
+def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
+    if body.adaptive is None:
+        return None
+    return AdaptiveRequest(**body.adaptive.model_dump())
+
+
+async def _session_out(db: DbSession, record: EvalSession) -> SessionOut:
+    """The session with, if adaptive, its policy and current estimate."""
+    if record.mode != SessionMode.ADAPTIVE.value:
+        return SessionOut.of(record)
+    return SessionOut.of(record, await adaptive.summary(db, record=record))
 
 
 @router.get("/v1/sessions", response_model=list[SessionOut])
@@ -58,8 +75,10 @@ async def read_session(
     db: DbSession,
     principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
 ) -> SessionOut:
-    """State and counts (allocated, pending, completed) of one session."""
-    return SessionOut.of(await service.get_session(db, principal=principal, session_id=session_id))
+    """State and counts (allocated, pending, completed) of one session; for an adaptive
+    session also its policy, estimate and interval."""
+    record = await service.get_session(db, principal=principal, session_id=session_id)
+    return await _session_out(db, record)
 
 
 @router.get(

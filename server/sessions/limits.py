@@ -8,6 +8,19 @@ from server.config import Settings
 
 
 @dataclass(frozen=True, slots=True)
+class AdaptiveDefaults:
+    """What an adaptive session uses for what its request leaves out."""
+
+    policy: str = "neyman-irt"
+    bound: str = "normal"
+    target_halfwidth: float = 5.0
+    """Score points (0-100)."""
+    delta: float = 0.05
+    check_every: int = 10
+    pilot: int = 2
+
+
+@dataclass(frozen=True, slots=True)
 class SessionLimits:
     max_concurrent: int = 5
     max_per_period: int = 50
@@ -17,6 +30,7 @@ class SessionLimits:
     pending_window: int = 1
     deadline_s: int = 7 * 86_400
     lease_idle_s: float = 60.0
+    adaptive: AdaptiveDefaults = AdaptiveDefaults()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SessionLimits:
@@ -29,4 +43,12 @@ class SessionLimits:
             pending_window=settings.pending_window,
             deadline_s=settings.session_deadline_s,
             lease_idle_s=settings.lease_idle_s,
+            adaptive=AdaptiveDefaults(
+                policy=settings.adaptive_policy,
+                bound=settings.adaptive_bound,
+                target_halfwidth=settings.adaptive_target_halfwidth,
+                delta=settings.adaptive_delta,
+                check_every=settings.adaptive_check_every,
+                pilot=settings.adaptive_pilot,
+            ),
         )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bank.database import Base, utcnow
+from bank.database import Base, JSONType, utcnow
 
 
 class EvalSession(Base):
@@ -62,3 +63,32 @@ class Answer(Base):
     """Tokens the model read for this answer, as the client reports them (for cost)."""
     completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     """Tokens the model wrote (reasoning included), as the client reports them."""
+
+
+class AdaptiveRun(Base):
+    """How an ``adaptive`` session samples and stops, and where it stands
+    (``server.sessions.adaptive``). Half-widths and the estimate are on the [0, 1] scale."""
+
+    __tablename__ = "adaptive_runs"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("eval_sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    policy: Mapped[str] = mapped_column(String(16))
+    bound: Mapped[str] = mapped_column(String(24))
+    delta: Mapped[float] = mapped_column(Float)
+    target_halfwidth: Mapped[float] = mapped_column(Float)
+    check_every: Mapped[int] = mapped_column(Integer)
+    pilot: Mapped[int] = mapped_column(Integer)
+    checks_done: Mapped[int] = mapped_column(Integer, default=0)
+    """Check points of the schedule already evaluated (each is evaluated once)."""
+    item_parameters: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    """Item id -> [a, b], the 2PL parameters fitted on other models' past verdicts when
+    the session opened (``neyman-irt``); items without history are absent."""
+    history_models: Mapped[int] = mapped_column(Integer, default=0)
+    """How many other models' verdicts the parameters came from."""
+    estimate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    halfwidth: Mapped[float | None] = mapped_column(Float, nullable=True)
+    n_scored: Mapped[int] = mapped_column(Integer, default=0)
+    """Scored items behind ``estimate`` at the last check."""
+    stop_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)

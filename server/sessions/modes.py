@@ -7,6 +7,10 @@
 * ``anchor``: items of the private anchor set (``Item.status == "anchor"``, never served
   in any other session), scored as usual; the score is compared with the model's fixed
   sessions for the generalisation gap (papers/003 §4.3), not ranked.
+* ``adaptive``: the server picks each next item from what has been scored so far and
+  ends the session when the stopping rule fires (issue 7; ``server.sessions.adaptive``).
+  Its score is the stratified estimate with its interval; not ranked yet (the leaderboard
+  pools plain means of fixed sessions).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ class SessionMode(StrEnum):
     FIXED = "fixed"
     REPLAY = "replay"
     ANCHOR = "anchor"
+    ADAPTIVE = "adaptive"
 
 
 CONTAMINATION_MODES: frozenset[SessionMode] = frozenset({SessionMode.REPLAY, SessionMode.ANCHOR})

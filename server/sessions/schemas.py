@@ -18,6 +18,38 @@ MAX_ANSWER = 65_536
 MAX_REASONING = 262_144
 
 
+class AdaptiveOptions(BaseModel):
+    """Options of an ``adaptive`` session; what is left out takes the server's default
+    (``PROCTOR_ADAPTIVE_*``). ``n_items`` is the session's budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Literal["uniform", "proportional", "neyman", "neyman-irt"] | None = None
+    bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] | None = None
+    target_halfwidth: float | None = Field(None, gt=0, le=50)
+    """Half-width (score points, 0-100) at which the session stops."""
+    delta: float | None = Field(None, gt=0, lt=1)
+    """Error probability of the interval, over every check of the stopping rule."""
+
+
+class AdaptiveOut(BaseModel):
+    """Where an adaptive session stands: its estimate (score points, 0-100) over every
+    score so far, with the half-width of its stopping rule's interval."""
+
+    policy: str
+    bound: str
+    delta: float
+    target_halfwidth: float
+    budget: int
+    n_scored: int
+    estimate: float | None
+    halfwidth: float | None
+    checks: int
+    stop_reason: Literal["precise", "budget"] | None
+    history_models: int
+    """Other models whose past verdicts gave the item parameters (``neyman-irt``)."""
+
+
 class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
@@ -25,8 +57,10 @@ class SessionCreate(BaseModel):
     n_items: int | None = Field(None, ge=1, le=100_000)
     """Admins and evaluators only; the default is the server's (1,000)."""
     mode: SessionMode = SessionMode.FIXED
-    """``fixed``; ``replay`` and ``anchor`` (contamination checks) for admins and
-    evaluators only (``server.sessions.modes``)."""
+    """``fixed`` or ``adaptive``; ``replay`` and ``anchor`` (contamination checks) for
+    admins and evaluators only (``server.sessions.modes``)."""
+    adaptive: AdaptiveOptions | None = None
+    """Only with ``mode: adaptive``."""
 
 
 class SessionOut(BaseModel):
@@ -46,9 +80,11 @@ class SessionOut(BaseModel):
     deadline_at: datetime
     created_at: datetime
     ended_at: datetime | None
+    adaptive: AdaptiveOut | None = None
+    """An adaptive session's policy and estimate (on the single-session routes only)."""
 
     @classmethod
-    def of(cls, record: EvalSession) -> SessionOut:
+    def of(cls, record: EvalSession, adaptive: dict[str, Any] | None = None) -> SessionOut:
         fields: dict[str, Any] = {
             "id": record.id,
             "org_id": record.org_id,
@@ -61,7 +97,11 @@ class SessionOut(BaseModel):
             "created_at": record.created_at,
             "ended_at": record.ended_at,
         }
-        return cls(**fields, **session_counts(record))
+        return cls(
+            **fields,
+            **session_counts(record),
+            adaptive=AdaptiveOut(**adaptive) if adaptive is not None else None,
+        )
 
 
 class ItemOut(BaseModel):

@@ -40,6 +40,7 @@ from server.errors import (
 )
 from server.registry.service import get_model
 from server.scoring.service import enqueue_answer
+from server.sessions import adaptive
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import CONTAMINATION_MODES, REPLAY_QTYPE, SessionMode, replay_mask
@@ -74,14 +75,17 @@ async def create_session(
     limits: SessionLimits,
     now: datetime,
     mode: SessionMode = SessionMode.FIXED,
+    adaptive_request: adaptive.AdaptiveRequest | None = None,
 ) -> EvalSession:
     """Allocate a fresh sample for ``model_id``'s organisation and open a session on it.
 
     ``mode`` (``server.sessions.modes``): a fixed session draws the stratified sample, a
     replay session too (its items are then delivered masked), an anchor-set session draws
-    from the private anchor set. Refuses (403) a non-default ``n_items`` from roles that may
-    not size sessions and contamination modes from roles that may not run them, (409) more
-    open sessions than ``limits.max_concurrent``, and (429) more sessions per period."""
+    from the private anchor set, an adaptive session draws its pool (``n_items`` is its
+    budget) and records its policy (``adaptive_request``; ``server.sessions.adaptive``).
+    Refuses (403) a non-default ``n_items`` from roles that may not size sessions and
+    contamination modes from roles that may not run them, (409) more open sessions than
+    ``limits.max_concurrent``, and (429) more sessions per period."""
     if mode in CONTAMINATION_MODES and not principal.can(Permission.SESSIONS_CONTAMINATION):
         raise Forbidden(f"only admins and evaluators may open {mode.value} sessions")
     if n_items is not None and n_items != limits.default_items:
@@ -128,6 +132,15 @@ async def create_session(
         session_id=record.id,
         delivered=False,
     )
+    if mode is SessionMode.ADAPTIVE:
+        await adaptive.start(
+            db,
+            record=record,
+            request=adaptive_request or adaptive.AdaptiveRequest(),
+            defaults=limits.adaptive,
+        )
+    elif adaptive_request is not None:
+        raise InvalidInput("adaptive options are only for mode 'adaptive'")
     return record
 
 
@@ -265,6 +278,13 @@ async def next_item(
             return None
         item, _ = await _load_item(db, record=record, position=record.n_completed)
         return item
+    if record.mode == SessionMode.ADAPTIVE.value and not await _adaptive_goes_on(
+        db, record=record, now=now
+    ):
+        if pending:
+            item, _ = await _load_item(db, record=record, position=record.n_completed)
+            return item
+        return None
     position = record.n_delivered
     require_item_transition(_state_of(record, position), ItemState.PENDING)
     if record.state == SessionState.CREATED.value:
@@ -276,6 +296,16 @@ async def next_item(
         raise Conflict(f"item at position {position} is not reserved for this session")
     await db.flush()
     return item
+
+
+async def _adaptive_goes_on(db: AsyncSession, *, record: EvalSession, now: datetime) -> bool:
+    """Whether an adaptive session delivers another item (its policy's choice is then at
+    position ``n_delivered``); if not, the session is shrunk to what it delivered."""
+    run = await adaptive.get_run(db, session_id=record.id)
+    if await adaptive.advance(db, record=record, run=run):
+        return True
+    await adaptive.stop_early(db, record=record, now=now)
+    return False
 
 
 async def _retry_without_writing(

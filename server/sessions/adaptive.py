@@ -1,0 +1,344 @@
+"""The server side of adaptive sessions (issue 7): the policy of :mod:`bank.adaptive`
+driving delivery.
+
+When the session opens, its pool is drawn exactly as for a fixed session of ``budget``
+items (same sampler, same exposure reservations), and the 2PL parameters of the pool's
+items are fitted on *other* models' past verdicts (``neyman-irt``). Before each new
+delivery, :func:`advance` rebuilds the policy's state from the database (the delivered
+positions are the allocation, the verdicts so far are the scores: objective items are
+scored at once, judged ones when the judge answers), evaluates the stopping rule if a
+new check point of the schedule has been passed (each check point once, so the union
+bound over checks holds), and moves the item the policy asks for to the next position,
+so delivery stays strictly in order. When the rule fires, :func:`stop_early` shrinks the
+session to what was delivered and returns the rest of the pool to the organisation; the
+state machine and exposure rules are those of fixed sessions.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Hashable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.adaptive.bounds import Bound
+from bank.adaptive.irt import ItemParameters, fit_2pl
+from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy, assign_strata
+from bank.exposure import release_undelivered
+from bank.models import Item, SampleItem
+from server.scoring.models import Verdict
+from server.scoring.service import finish_sessions
+from server.sessions.limits import AdaptiveDefaults
+from server.sessions.models import AdaptiveRun, Answer, EvalSession
+from server.sessions.modes import SessionMode
+from server.sessions.states import SessionState, require_session_transition
+
+MAX_SCORE = 3.0
+"""Verdicts are on the 0-3 rubric; the policy works on [0, 1]."""
+POINTS = 100.0
+HISTORY_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
+"""Sessions whose verdicts feed the item parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveRequest:
+    """What a client may choose; None takes the server's default."""
+
+    policy: str | None = None
+    bound: str | None = None
+    target_halfwidth: float | None = None
+    """Score points (0-100)."""
+    delta: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolItem:
+    position: int
+    item_id: uuid.UUID
+    stratum: Hashable
+
+
+async def start(
+    db: AsyncSession, *, record: EvalSession, request: AdaptiveRequest, defaults: AdaptiveDefaults
+) -> AdaptiveRun:
+    """Record the session's policy and fit its items' parameters from history (flush)."""
+    policy = Policy(request.policy or defaults.policy)
+    parameters: dict[str, list[float]] = {}
+    n_models = 0
+    if policy is Policy.NEYMAN_IRT:
+        parameters, n_models = await _history_parameters(db, record=record)
+    run = AdaptiveRun(
+        session_id=record.id,
+        policy=policy.value,
+        bound=Bound(request.bound or defaults.bound).value,
+        delta=request.delta if request.delta is not None else defaults.delta,
+        target_halfwidth=(request.target_halfwidth or defaults.target_halfwidth) / POINTS,
+        check_every=defaults.check_every,
+        pilot=defaults.pilot,
+        checks_done=0,
+        item_parameters=parameters,
+        history_models=n_models,
+        n_scored=0,
+    )
+    db.add(run)
+    await db.flush()
+    return run
+
+
+async def get_run(db: AsyncSession, *, session_id: uuid.UUID) -> AdaptiveRun:
+    run = await db.get(AdaptiveRun, session_id)
+    if run is None:
+        raise LookupError(f"session {session_id} has no adaptive run")
+    return run
+
+
+def config_of(run: AdaptiveRun, *, budget: int) -> AdaptiveConfig:
+    return AdaptiveConfig(
+        policy=Policy(run.policy),
+        budget=budget,
+        target_halfwidth=run.target_halfwidth,
+        delta=run.delta,
+        bound=Bound(run.bound),
+        pilot=run.pilot,
+        check_every=run.check_every,
+    )
+
+
+async def advance(db: AsyncSession, *, record: EvalSession, run: AdaptiveRun) -> bool:
+    """Prepare the delivery of position ``record.n_delivered``: False if the session must
+    stop (the stopping rule fired at a new check point), else True with the policy's
+    chosen item moved to that position."""
+    state, pool = await _rebuild(db, record=record, run=run)
+    index = state.check_index()
+    if index > run.checks_done:
+        run.checks_done = index
+        decision = state.decision()
+        _remember(run, decision, state.n_scored)
+        if decision.stop is not None:
+            run.stop_reason = decision.stop.value
+            return False
+    key = state.next_stratum()
+    if key is None:
+        return False
+    chosen = min(
+        (p for p in pool if p.position >= record.n_delivered and p.stratum == key),
+        key=lambda p: p.position,
+    )
+    if chosen.position != record.n_delivered:
+        await _swap_positions(
+            db, sample_id=record.sample_id, a=chosen.position, b=record.n_delivered
+        )
+    return True
+
+
+async def stop_early(db: AsyncSession, *, record: EvalSession, now: datetime) -> None:
+    """End delivery: the session keeps what was delivered; the undelivered rest of its pool
+    goes back to the organisation; answered already means ``answered``."""
+    record.n_items = record.n_delivered
+    await release_undelivered(db, org_id=record.org_id, session_id=record.id)
+    if record.n_completed == record.n_items and record.state != SessionState.ANSWERED.value:
+        require_session_transition(record.state, SessionState.ANSWERED)
+        record.state = SessionState.ANSWERED.value
+        record.ended_at = now
+        await db.flush()
+        # Every answer may be scored already, in which case no worker will come back to
+        # finish the session (a fixed session ends with its last answer, before its
+        # scoring, so the worker always does).
+        if await finish_sessions(db, session_ids={record.id}, now=now):
+            record.state = SessionState.SCORED.value
+    await db.flush()
+
+
+async def summary(db: AsyncSession, *, record: EvalSession) -> dict[str, Any]:
+    """The session's policy, its current estimate and half-width (points) over every score
+    so far, and why it stopped (None while it runs)."""
+    run = await get_run(db, session_id=record.id)
+    state, _ = await _rebuild(db, record=record, run=run)
+    estimate = halfwidth = None
+    decision = state.decision()
+    if not math.isnan(decision.estimate.mean):  # NaN until every stratum has a score
+        estimate = decision.estimate.mean * POINTS
+        halfwidth = decision.halfwidth * POINTS
+    budget = await _pool_size(db, record=record)
+    stop_reason = run.stop_reason
+    if stop_reason is None and record.n_delivered == budget:
+        stop_reason = "budget"
+    return {
+        "policy": run.policy,
+        "bound": run.bound,
+        "delta": run.delta,
+        "target_halfwidth": run.target_halfwidth * POINTS,
+        "budget": budget,
+        "n_scored": state.n_scored,
+        "estimate": estimate,
+        "halfwidth": halfwidth,
+        "checks": run.checks_done,
+        "stop_reason": stop_reason,
+        "history_models": run.history_models,
+    }
+
+
+def _remember(run: AdaptiveRun, decision: Decision, n_scored: int) -> None:
+    run.estimate = None if math.isnan(decision.estimate.mean) else decision.estimate.mean
+    run.halfwidth = None if math.isinf(decision.halfwidth) else decision.halfwidth
+    run.n_scored = n_scored
+
+
+async def _pool_size(db: AsyncSession, *, record: EvalSession) -> int:
+    count = await db.scalar(
+        select(func.count()).select_from(SampleItem).where(SampleItem.sample_id == record.sample_id)
+    )
+    return int(count or 0)
+
+
+async def _rebuild(
+    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+) -> tuple[AdaptiveState, list[PoolItem]]:
+    """The policy's state from the database: strata of the whole pool (the session's
+    population), the delivered positions as allocated, the verdicts as scores."""
+    rows = (
+        await db.execute(
+            select(SampleItem.position, SampleItem.item_id, Item.discipline, Item.qtype)
+            .join(Item, Item.id == SampleItem.item_id)
+            .where(SampleItem.sample_id == record.sample_id)
+            .order_by(SampleItem.position)
+        )
+    ).all()
+    policy = Policy(run.policy)
+    params = run.item_parameters or {}
+    difficulty = [params[str(r.item_id)][1] if str(r.item_id) in params else None for r in rows]
+    keys = assign_strata(
+        [(r.discipline, r.qtype) for r in rows],
+        policy=policy,
+        bands=AdaptiveConfig().bands,
+        difficulty=difficulty if params else None,
+    )
+    pool = [PoolItem(r.position, r.item_id, key) for r, key in zip(rows, keys, strict=True)]
+    sizes: dict[Hashable, int] = {}
+    members: dict[Hashable, list[str]] = {}
+    for item in pool:
+        sizes[item.stratum] = sizes.get(item.stratum, 0) + 1
+        members.setdefault(item.stratum, []).append(str(item.item_id))
+    item_parameters = {
+        key: ItemParameters(
+            np.array([params[i][0] for i in ids if i in params], dtype=np.float64),
+            np.array([params[i][1] for i in ids if i in params], dtype=np.float64),
+        )
+        for key, ids in members.items()
+        if any(i in params for i in ids)
+    }
+    state = AdaptiveState.start(
+        config_of(run, budget=len(pool)),
+        sizes,
+        costs=await _stratum_costs(db, record=record, pool=pool),
+        item_parameters=item_parameters,
+    )
+    by_position = {p.position: p for p in pool}
+    for position in range(record.n_delivered):
+        state.allocated(by_position[position].stratum)
+    for position, score in (await _scores(db, session_id=record.id)).items():
+        item = by_position[position]
+        ab = params.get(str(item.item_id))
+        state.record(item.stratum, score, item=(ab[0], ab[1]) if ab else None)
+    return state, pool
+
+
+async def _scores(db: AsyncSession, *, session_id: uuid.UUID) -> dict[int, float]:
+    """Position -> score in [0, 1] of every scored answer (the mean if several judges)."""
+    rows = (
+        await db.execute(
+            select(Verdict.position, func.avg(Verdict.score))
+            .where(Verdict.session_id == session_id, Verdict.score.is_not(None))
+            .group_by(Verdict.position)
+        )
+    ).all()
+    return {int(position): float(score) / MAX_SCORE for position, score in rows}
+
+
+async def _stratum_costs(
+    db: AsyncSession, *, record: EvalSession, pool: list[PoolItem]
+) -> dict[Hashable, float]:
+    """c_h: the stratum's mean tokens per answer (as clients report them) relative to the
+    session's mean; strata without reports cost 1."""
+    rows = (
+        await db.execute(
+            select(Answer.position, Answer.prompt_tokens, Answer.completion_tokens).where(
+                Answer.session_id == record.id,
+                Answer.prompt_tokens.is_not(None),
+                Answer.completion_tokens.is_not(None),
+            )
+        )
+    ).all()
+    if not rows:
+        return {}
+    by_position = {p.position: p.stratum for p in pool}
+    spent: dict[Hashable, list[int]] = {}
+    for position, prompt, completion in rows:
+        spent.setdefault(by_position[position], []).append(prompt + completion)
+    overall = sum(sum(v) for v in spent.values()) / sum(len(v) for v in spent.values())
+    if overall <= 0:
+        return {}
+    return {key: max(sum(v) / len(v) / overall, 0.05) for key, v in spent.items()}
+
+
+async def _swap_positions(db: AsyncSession, *, sample_id: uuid.UUID, a: int, b: int) -> None:
+    """Exchange two undelivered positions of a sample (through a free position, as the
+    primary key and the unique item and family constraints forbid a direct swap)."""
+    parked = -1 - a
+
+    async def move(source: int, target: int) -> None:
+        await db.execute(
+            update(SampleItem)
+            .where(SampleItem.sample_id == sample_id, SampleItem.position == source)
+            .values(position=target)
+            .execution_options(synchronize_session=False)
+        )
+
+    await move(a, parked)
+    await move(b, a)
+    await move(parked, b)
+
+
+async def _history_parameters(
+    db: AsyncSession, *, record: EvalSession
+) -> tuple[dict[str, list[float]], int]:
+    """2PL parameters of the pool's items from other models' verdicts, and how many models
+    they came from; nothing with fewer than two such models."""
+    pool_items = select(SampleItem.item_id).where(SampleItem.sample_id == record.sample_id)
+    rows = (
+        await db.execute(
+            select(EvalSession.model_id, Answer.item_id, func.avg(Verdict.score))
+            .join(
+                Answer,
+                (Answer.session_id == Verdict.session_id) & (Answer.position == Verdict.position),
+            )
+            .join(EvalSession, EvalSession.id == Verdict.session_id)
+            .where(
+                Verdict.score.is_not(None),
+                EvalSession.model_id != record.model_id,
+                EvalSession.mode.in_(HISTORY_MODES),
+                Answer.item_id.in_(pool_items),
+            )
+            .group_by(EvalSession.model_id, Answer.item_id)
+        )
+    ).all()
+    models = sorted({r[0] for r in rows}, key=str)
+    if len(models) < 2:
+        return {}, len(models)
+    items = sorted({r[1] for r in rows}, key=str)
+    row_of = {m: i for i, m in enumerate(models)}
+    col_of = {it: j for j, it in enumerate(items)}
+    matrix = np.full((len(models), len(items)), np.nan)
+    for model_id, item_id, score in rows:
+        matrix[row_of[model_id], col_of[item_id]] = float(score) / MAX_SCORE
+    fitted = fit_2pl(matrix).items
+    return (
+        {str(it): [float(fitted.a[j]), float(fitted.b[j])] for it, j in col_of.items()},
+        len(models),
+    )

@@ -1,0 +1,309 @@
+"""Adaptive sessions end to end: opened through the API, answered item by item, scored by
+the in-process worker (matchers at once, the local judge server for open items), with the
+server choosing every next item from the scores so far and ending the session when its
+stopping rule fires (issue 7)."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from bank.models import Exposure, Item, SampleItem
+from server.database import create_engine, unit_of_work
+from server.scoring.models import Verdict
+from server.sessions.models import AdaptiveRun, EvalSession
+from tests.api_harness import World, login, running_api, seed_world, test_settings
+from tests.llm_harness import FakeLlm, running_fake_llm
+from tests.server.scoring.scoring_harness import answer_for, table_counts, wait_until
+
+JUDGE = "judge-v1"
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLlm]:
+    with running_fake_llm() as server:
+        yield server
+
+
+@pytest.fixture
+async def big_world(fresh_db_url: str) -> tuple[str, World]:
+    """3 disciplines x 2 types x 2 sub-disciplines x 20 families, augmented."""
+    return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
+
+
+def settings_for(db_url: str, llm: FakeLlm, **extra: Any) -> Any:
+    return test_settings(
+        db_url,
+        judges=[{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}],
+        scoring_in_process=True,
+        scoring_poll_s=0.2,
+        **extra,
+    )
+
+
+@dataclass
+class Run:
+    id: uuid.UUID
+    opened: dict[str, Any]
+    delivered: list[dict[str, Any]] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+
+
+async def run_session(
+    client: httpx.AsyncClient,
+    *,
+    keys: dict[str, str],
+    model_id: uuid.UUID,
+    n_items: int,
+    correct: Callable[[Item], bool],
+    db_url: str,
+    mode: str = "adaptive",
+    adaptive: dict[str, Any] | None = None,
+) -> Run:
+    """Open a session as the evaluator, answer every item the server hands out, wait until
+    every answer is scored, and read the session back."""
+    evaluator = await login(client, keys["evaluator"])
+    body: dict[str, Any] = {"model_id": str(model_id), "n_items": n_items, "mode": mode}
+    if adaptive is not None:
+        body["adaptive"] = adaptive
+    opened = await client.post("/v1/sessions", json=body, headers=evaluator)
+    assert opened.status_code == 201, opened.text
+    run = Run(uuid.UUID(opened.json()["id"]), opened.json())
+    engine = create_engine(db_url)
+    try:
+        while (
+            got := await client.get(f"/v1/sessions/{run.id}/next", headers=evaluator)
+        ).status_code == 200:
+            item_out = got.json()
+            async with unit_of_work(engine) as db:
+                item = await db.get(Item, uuid.UUID(item_out["item_id"]))
+            assert item is not None
+            run.delivered.append(item_out)
+            answer = {
+                "position": item_out["position"],
+                "item_id": item_out["item_id"],
+                "answer": answer_for(item, correct(item)),
+            }
+            posted = await client.post(
+                f"/v1/sessions/{run.id}/answers", json=answer, headers=evaluator
+            )
+            assert posted.status_code == 201, posted.text
+        assert got.status_code == 204, got.text
+    finally:
+        await engine.dispose()
+
+    async def scored() -> bool:
+        return bool((await table_counts(db_url, run.id))["state"] == "scored")
+
+    await wait_until(scored, within_s=90, what=f"session {run.id} scored")
+    run.final = (await client.get(f"/v1/sessions/{run.id}", headers=evaluator)).json()
+    return run
+
+
+def by_discipline(rates: dict[str, bool]) -> Callable[[Item], bool]:
+    """Right on every item of the disciplines marked True, wrong on the others."""
+    return lambda item: rates[item.discipline]
+
+
+async def stored(db_url: str, session_id: uuid.UUID) -> dict[str, Any]:
+    """What the database holds about the session: its run, pool, verdicts and exposures."""
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            record = await db.get(EvalSession, session_id)
+            run = await db.get(AdaptiveRun, session_id)
+            assert record is not None and run is not None
+            pool = (
+                await db.execute(
+                    select(SampleItem.position, Item.id, Item.discipline, Item.qtype)
+                    .join(Item, Item.id == SampleItem.item_id)
+                    .where(SampleItem.sample_id == record.sample_id)
+                )
+            ).all()
+            verdict_rows = (
+                await db.execute(
+                    select(Verdict.position, Verdict.score).where(Verdict.session_id == session_id)
+                )
+            ).all()
+            scores = {int(position): score for position, score in verdict_rows}
+            exposures = await db.scalar(
+                select(func.count()).select_from(Exposure).where(Exposure.session_id == session_id)
+            )
+            return {
+                "record": record,
+                "run": run,
+                "pool": pool,
+                "scores": scores,
+                "exposures": exposures,
+            }
+    finally:
+        await engine.dispose()
+
+
+def stratified_mean(pool: list[Any], scores: dict[int, int]) -> float:
+    """Cochran's y_st (points) over discipline x type strata of the pool, by hand."""
+    sizes = Counter((row.discipline, row.qtype) for row in pool)
+    got: dict[tuple[str, str], list[float]] = {}
+    for row in pool:
+        if row.position in scores:
+            got.setdefault((row.discipline, row.qtype), []).append(scores[row.position] / 3)
+    total = sum(sizes.values())
+    return 100 * sum(sizes[key] / total * sum(v) / len(v) for key, v in got.items())
+
+
+async def test_adaptive_session_stops_when_precise_and_returns_the_rest_of_its_pool(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    db_url, world = big_world
+    assert world.a.model_id is not None
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        rates = {"D0": True, "D1": True, "D2": False}
+        run = await run_session(
+            client,
+            keys=world.a.keys,
+            model_id=world.a.model_id,
+            n_items=120,
+            correct=by_discipline(rates),
+            db_url=db_url,
+            adaptive={"policy": "neyman", "bound": "normal", "target_halfwidth": 12},
+        )
+    opened = run.opened["adaptive"]
+    assert (opened["policy"], opened["bound"], opened["target_halfwidth"]) == (
+        "neyman",
+        "normal",
+        12,
+    )
+    assert opened["budget"] == 120 and opened["stop_reason"] is None
+
+    n = len(run.delivered)
+    final = run.final
+    assert [d["position"] for d in run.delivered] == list(range(n)), "delivered strictly in order"
+    assert len({d["item_id"] for d in run.delivered}) == n
+    assert 12 <= n < 120, "stopped early"
+    assert final["adaptive"]["stop_reason"] == "precise"
+    assert (final["state"], final["n_items"], final["completed"], final["allocated"]) == (
+        "scored",
+        n,
+        n,
+        0,
+    )
+    db = await stored(db_url, run.id)
+    assert db["exposures"] == n, "the undelivered rest of the pool went back to the organisation"
+    assert len(db["pool"]) == 120
+    # every stratum of the pool (discipline x type, augmented types included) was piloted
+    strata = {(row.discipline, row.qtype) for row in db["pool"]}
+    assert len(strata) >= 6
+    assert {(d["discipline"], d["qtype"]) for d in run.delivered} == strata
+    delivered_ids = {uuid.UUID(d["item_id"]) for d in run.delivered}
+    assert {row.id for row in db["pool"] if row.position < n} == delivered_ids
+    assert sorted(db["scores"]) == list(range(n))
+    estimate = final["adaptive"]["estimate"]
+    assert estimate == pytest.approx(stratified_mean(db["pool"], db["scores"]), abs=1e-9)
+    # two of three disciplines right: the pool's mean is 2/3 of the strata by weight
+    truth = 100 * sum(rates[row.discipline] for row in db["pool"]) / len(db["pool"])
+    assert abs(estimate - truth) <= final["adaptive"]["halfwidth"]
+    assert final["adaptive"]["halfwidth"] <= 12
+    assert db["run"].checks_done >= 1 and db["run"].n_scored <= n
+
+
+async def test_adaptive_session_without_a_reachable_target_runs_to_its_budget(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    db_url, world = big_world
+    assert world.b.model_id is not None
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        run = await run_session(
+            client,
+            keys=world.b.keys,
+            model_id=world.b.model_id,
+            n_items=40,
+            correct=lambda item: item.qtype == "multiple_choice",
+            db_url=db_url,
+            adaptive={"policy": "uniform", "bound": "hoeffding-serfling", "target_halfwidth": 1},
+        )
+    assert len(run.delivered) == 40
+    assert run.final["adaptive"]["stop_reason"] == "budget"
+    assert run.final["n_items"] == 40 and run.final["state"] == "scored"
+    assert (await stored(db_url, run.id))["exposures"] == 40
+
+
+async def test_neyman_irt_learns_item_parameters_from_other_models_only(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    """Two models of organisation B answer fixed sessions first; organisation A's adaptive
+    session then fits its pool's parameters on their verdicts and runs with them."""
+    db_url, world = big_world
+    assert world.a.model_id is not None and world.b.model_id is not None
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        vendor_b = await login(client, world.b.keys["vendor"])
+        second = await client.post(
+            "/v1/models", json={"name": "second", "api_snapshot": "v1"}, headers=vendor_b
+        )
+        assert second.status_code == 201, second.text
+        for model_id, correct in (
+            (world.b.model_id, lambda item: item.discipline != "D2"),
+            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "D0"),
+        ):
+            await run_session(
+                client,
+                keys=world.b.keys,
+                model_id=model_id,
+                n_items=100,
+                correct=correct,
+                db_url=db_url,
+                mode="fixed",
+            )
+        run = await run_session(
+            client,
+            keys=world.a.keys,
+            model_id=world.a.model_id,
+            n_items=150,
+            correct=lambda item: item.discipline != "D1",
+            db_url=db_url,
+            adaptive={"policy": "neyman-irt", "bound": "normal", "target_halfwidth": 15},
+        )
+    db = await stored(db_url, run.id)
+    assert db["run"].history_models == 2
+    parameters = db["run"].item_parameters
+    pool_ids = {str(row.id) for row in db["pool"]}
+    assert parameters and set(parameters) <= pool_ids
+    assert all(0.2 <= a <= 4.0 for a, _ in parameters.values())
+    assert run.final["adaptive"]["history_models"] == 2
+    assert run.final["adaptive"]["stop_reason"] in {"precise", "budget"}
+    n = len(run.delivered)
+    assert run.final["n_items"] == n and run.final["state"] == "scored"
+
+
+async def test_adaptive_options_are_validated(big_world: tuple[str, World], llm: FakeLlm) -> None:
+    db_url, world = big_world
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        vendor = await login(client, world.a.keys["vendor"])
+        base = {"model_id": str(world.a.model_id)}
+        cases = [
+            ({**base, "mode": "fixed", "adaptive": {"policy": "neyman"}}, 422),
+            ({**base, "mode": "adaptive", "adaptive": {"policy": "bandit"}}, 422),
+            ({**base, "mode": "adaptive", "adaptive": {"delta": 1.5}}, 422),
+            ({**base, "mode": "adaptive", "adaptive": {"target_halfwidth": 0}}, 422),
+        ]
+        for body, status in cases:
+            response = await client.post("/v1/sessions", json=body, headers=vendor)
+            assert response.status_code == status, (body, response.text)
+        # a vendor may open an adaptive session with the server's defaults
+        opened = await client.post(
+            "/v1/sessions", json={**base, "mode": "adaptive"}, headers=vendor
+        )
+        assert opened.status_code == 201, opened.text
+        defaults = opened.json()["adaptive"]
+        assert (defaults["policy"], defaults["bound"], defaults["target_halfwidth"]) == (
+            "neyman-irt",
+            "normal",
+            5.0,
+        )
+        assert defaults["history_models"] == 0 and defaults["estimate"] is None
