@@ -86,6 +86,8 @@ async def create_session(
     Refuses (403) a non-default ``n_items`` from roles that may not size sessions and
     contamination modes from roles that may not run them, (409) more open sessions than
     ``limits.max_concurrent``, and (429) more sessions per period."""
+    if adaptive_request is not None and mode is not SessionMode.ADAPTIVE:
+        raise InvalidInput("adaptive options are only for mode 'adaptive'")
     if mode in CONTAMINATION_MODES and not principal.can(Permission.SESSIONS_CONTAMINATION):
         raise Forbidden(f"only admins and evaluators may open {mode.value} sessions")
     if n_items is not None and n_items != limits.default_items:
@@ -139,8 +141,6 @@ async def create_session(
             request=adaptive_request or adaptive.AdaptiveRequest(),
             defaults=limits.adaptive,
         )
-    elif adaptive_request is not None:
-        raise InvalidInput("adaptive options are only for mode 'adaptive'")
     return record
 
 
