@@ -19,11 +19,16 @@ from bank.anchor_set import designate_anchor_set
 from bank.models import Item
 from server.database import create_engine, unit_of_work
 from server.sessions.modes import replay_mask
-from tests.api_harness import World, login, running_api, seed_world, test_settings
+from tests.api_harness import World, login, running_api, seed_world
 from tests.llm_harness import FakeLlm, running_fake_llm
-from tests.server.scoring.scoring_harness import answer_for, table_counts, verdicts, wait_until
+from tests.server.scoring.scoring_harness import (
+    answer_for,
+    judged_settings,
+    table_counts,
+    verdicts,
+    wait_until,
+)
 
-JUDGE = "judge-v1"
 PUBLIC_ONLY = {"latency", "cost", "contamination", "organisation"}
 
 
@@ -40,14 +45,7 @@ async def big_world(fresh_db_url: str) -> tuple[str, World]:
 
 
 def settings_for(db_url: str, llm: FakeLlm, **extra: Any) -> Any:
-    return test_settings(
-        db_url,
-        judges=[{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}],
-        scoring_in_process=True,
-        scoring_poll_s=0.5,
-        leaderboard_resamples=500,
-        **extra,
-    )
+    return judged_settings(db_url, llm, leaderboard_resamples=500, **extra)
 
 
 @dataclass

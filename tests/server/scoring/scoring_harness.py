@@ -12,10 +12,12 @@ import httpx
 from sqlalchemy import func, select
 
 from bank.models import Item
+from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.models import Answer, EvalSession
-from tests.api_harness import World, login, open_session
+from tests.api_harness import World, login, open_session, test_settings
+from tests.llm_harness import FakeLlm
 
 WRONG_LETTER = {"A": "B", "B": "C", "C": "D", "D": "A"}
 WRONG_TRUE_FALSE = {"True": "False", "False": "True", "正确": "错误", "错误": "正确"}
@@ -142,3 +144,18 @@ async def wait_until(predicate: Any, *, within_s: float = 30.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within_s:.0f}s waiting for {what}")
         await asyncio.sleep(0.1)
+
+
+JUDGE_NAME = "judge-v1"
+
+
+def judged_settings(db_url: str, llm: FakeLlm, **extra: Any) -> Settings:
+    """Settings for an in-process API whose worker scores open answers with the local
+    judge server (``judge`` profile of ``llm``) and polls often."""
+    fields: dict[str, Any] = {
+        "judges": [{"name": JUDGE_NAME, "base_url": llm.base_url, "model": "judge"}],
+        "scoring_in_process": True,
+        "scoring_poll_s": 0.5,
+        **extra,
+    }
+    return test_settings(db_url, **fields)

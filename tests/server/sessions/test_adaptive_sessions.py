@@ -19,11 +19,14 @@ from bank.models import Exposure, Item, SampleItem
 from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveRun, EvalSession
-from tests.api_harness import World, login, running_api, seed_world, test_settings
+from tests.api_harness import World, login, running_api, seed_world
 from tests.llm_harness import FakeLlm, running_fake_llm
-from tests.server.scoring.scoring_harness import answer_for, table_counts, wait_until
-
-JUDGE = "judge-v1"
+from tests.server.scoring.scoring_harness import (
+    answer_for,
+    judged_settings,
+    table_counts,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +41,8 @@ async def big_world(fresh_db_url: str) -> tuple[str, World]:
     return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
 
 
-def settings_for(db_url: str, llm: FakeLlm, **extra: Any) -> Any:
-    return test_settings(
-        db_url,
-        judges=[{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}],
-        scoring_in_process=True,
-        scoring_poll_s=0.2,
-        **extra,
-    )
+def settings_for(db_url: str, llm: FakeLlm) -> Any:
+    return judged_settings(db_url, llm, scoring_poll_s=0.2)
 
 
 @dataclass
