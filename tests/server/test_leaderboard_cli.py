@@ -17,7 +17,8 @@ from bank.models import Item
 from server.database import create_engine, unit_of_work
 from tests.api_harness import World, running_api
 from tests.llm_harness import running_fake_llm
-from tests.server.leaderboard.test_leaderboard_api import JUDGE, drive, register, settings_for
+from tests.server.leaderboard.test_leaderboard_api import drive, register, settings_for
+from tests.server.scoring.scoring_harness import JUDGE_NAME as JUDGE
 from tests.server.test_judge_cli import proctor
 
 
