@@ -54,12 +54,6 @@ class Policy(StrEnum):
     NEYMAN_IRT = "neyman-irt"
 
 
-STRATIFIED_POLICIES = frozenset(
-    {Policy.FULL, Policy.PROPORTIONAL, Policy.NEYMAN, Policy.NEYMAN_IRT}
-)
-"""Policies that use the configured strata (uniform pools everything into one)."""
-
-
 class StopReason(StrEnum):
     PRECISE = "precise"
     """The interval's half-width fell to the target."""

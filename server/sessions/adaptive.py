@@ -210,13 +210,13 @@ async def _rebuild(
             .order_by(SampleItem.position)
         )
     ).all()
-    policy = Policy(run.policy)
+    config = config_of(run, budget=len(rows))
     params = run.item_parameters or {}
     difficulty = [params[str(r.item_id)][1] if str(r.item_id) in params else None for r in rows]
     keys = assign_strata(
         [(r.discipline, r.qtype) for r in rows],
-        policy=policy,
-        bands=AdaptiveConfig().bands,
+        policy=config.policy,
+        bands=config.bands,
         difficulty=difficulty if params else None,
     )
     pool = [PoolItem(r.position, r.item_id, key) for r, key in zip(rows, keys, strict=True)]
@@ -234,7 +234,7 @@ async def _rebuild(
         if any(i in params for i in ids)
     }
     state = AdaptiveState.start(
-        config_of(run, budget=len(pool)),
+        config,
         sizes,
         costs=await _stratum_costs(db, record=record, pool=pool),
         item_parameters=item_parameters,
