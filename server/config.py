@@ -48,7 +48,11 @@ LeaderboardField = Literal[
     "latency",
     "cost",
     "contamination",
+    "baselines",
+    "diagnostics",
 ]
+"""Row fields, then board-level parts: ``disciplines`` also opens ``?view=disciplines``;
+``baselines`` and ``diagnostics`` open the options of the same names."""
 LEADERBOARD_FIELDS: tuple[str, ...] = get_args(LeaderboardField)
 DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = (
     "position",
@@ -72,8 +76,15 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     """Directory of the embedded SQLite database (``PROCTOR_DATA_DIR``)."""
     database_url: str = ""
-    """SQLAlchemy async URL, e.g. ``postgresql+asyncpg://user:pw@host/db``;
-    empty means the embedded default ``sqlite+aiosqlite:///<data_dir>/proctor.db``."""
+    """SQLAlchemy async URL the server connects with, e.g.
+    ``postgresql+asyncpg://proctor_app:pw@host/db``; empty means the embedded default
+    ``sqlite+aiosqlite:///<data_dir>/proctor.db``. On PostgreSQL this should be the runtime
+    role, which owns nothing (see ``migration_database_url``)."""
+    migration_database_url: str = ""
+    """URL of the role that owns the schema (``proctor db upgrade`` and the migration step
+    of ``proctor serve`` use it, then grant the runtime role of ``database_url`` only what
+    it needs). Empty: migrations run as ``database_url``'s role, which then owns the tables,
+    audit log included; ``proctor serve`` warns about that."""
     redis_url: str | None = None
     """``redis://host:port/db``; unset means in-process stand-ins (embedded default)."""
 
@@ -98,8 +109,24 @@ class Settings(BaseSettings):
 
     # --- quotas and limits ---
     rate_limit_per_minute: int = Field(1200, ge=1)
-    """Requests per token per minute; key exchanges per client address per minute use a
-    tenth of it."""
+    """Requests per API key per minute (whichever of its tokens they carry); key exchanges
+    per client address per minute use a tenth of it."""
+    rate_limit_org_per_minute: int = Field(6000, ge=1)
+    """Requests per organisation per minute, over all its keys."""
+    auth_failures_per_minute: int = Field(60, ge=1)
+    """Refused authentications (no, bad, expired or revoked token; bad key) per client
+    address per minute; past it the address gets 429 before anything is verified."""
+    max_body_bytes: int = Field(2 * 1024 * 1024, ge=1024, le=1024**3)
+    """Largest request body; a larger one is refused with 413 before it is read."""
+    max_json_depth: int = Field(32, ge=2, le=1000)
+    """Deepest nesting of arrays and objects a JSON body may have (422 beyond)."""
+    http_header_timeout_s: float = Field(10.0, gt=0, le=600)
+    """Time a client has to send a request's headers, from its first byte (or the
+    connection) on; a slower one is disconnected (``proctor serve``)."""
+    http_body_timeout_s: float = Field(60.0, gt=0, le=3600)
+    """Time a client has to send a request's body once its headers are in."""
+    http_max_connections: int = Field(1000, ge=1)
+    """Concurrent connections and requests per server process; beyond it, 503."""
     max_concurrent_sessions: int = Field(5, ge=1)
     """Open (created or active) sessions per organisation."""
     max_sessions_per_period: int = Field(50, ge=1)
@@ -115,6 +142,14 @@ class Settings(BaseSettings):
     """A session driven by one token is refused to others until it has been idle this long."""
     sweep_interval_s: float = Field(30.0, gt=0)
     """How often the server expires sessions past their deadline."""
+
+    # --- audit log ---
+    audit_spool_dir: Path | None = None
+    """Where audit rows wait while the database is unreachable (default
+    ``<data_dir>/audit-spool``); they are written to the database once it is back."""
+    audit_refusal_window_s: float = Field(60.0, gt=0, le=3600)
+    """Repeated unauthenticated refusals (401, 429) of one client address, method, route and
+    status within this window are written as one audit row with a ``repeats`` count."""
 
     # --- scoring (see server/scoring/) ---
     judges: list[JudgeEndpoint] = Field(default_factory=list)
@@ -180,6 +215,15 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{self.data_dir / 'proctor.db'}"
+
+    @property
+    def effective_migration_url(self) -> str:
+        """The URL migrations run as: the owner's, else the server's own."""
+        return self.migration_database_url or self.effective_database_url
+
+    @property
+    def effective_audit_spool_dir(self) -> Path:
+        return self.audit_spool_dir or self.data_dir / "audit-spool"
 
     @property
     def is_embedded(self) -> bool:
