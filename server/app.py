@@ -20,6 +20,7 @@ from arq.connections import ArqRedis
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.api.guard import BodyLimits, RequestGuard
 from server.api.problems import install_problem_handlers
 from server.api.runtime import Runtime, build_runtime
 from server.audit.endpoints import router as audit_router
@@ -141,5 +142,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         audit_router,
     ):
         app.include_router(router)
+    # Added first, so it runs inside the audit middleware: refused requests are audited too.
+    app.add_middleware(
+        RequestGuard,
+        limits=BodyLimits(
+            max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
+        ),
+    )
     app.add_middleware(AuditMiddleware, writer_of=lambda: app.state.runtime.audit)
     return app

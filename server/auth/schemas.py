@@ -5,15 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from server.api.text import CleanText
+from server.api.bodies import RequestBody
 
 
-class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    api_key: CleanText = Field(min_length=1, max_length=128)
+class TokenRequest(RequestBody):
+    api_key: str = Field(min_length=1, max_length=128)
     session_id: uuid.UUID | None = None
     """Scope the token to this session only."""
 
@@ -24,9 +22,7 @@ class TokenResponse(BaseModel):
     expires_in: int
 
 
-class RevokeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RevokeRequest(RequestBody):
     jti: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
     key_id: uuid.UUID | None = None
 

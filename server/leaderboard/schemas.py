@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from judge.contamination import ModelGap, ReplayRate
 from judge.ranking.leaderboard import LeaderboardRow
 from judge.ranking.stability import ModelSummary
+from server.api.bodies import RequestBody
 from server.leaderboard.service import LeaderboardData
 
 
@@ -267,7 +268,7 @@ def csv_rows(data: LeaderboardData) -> list[dict[str, Any]]:
     return out
 
 
-class AnchorIn(BaseModel):
+class AnchorIn(RequestBody):
     """``model_id`` of the new anchor; null returns to "the top model"."""
 
     model_id: uuid.UUID | None

@@ -7,21 +7,21 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.api.text import CleanText
+from server.api.bodies import RequestBody
 
 
-class ModelCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+class ModelCreate(RequestBody):
+    model_config = ConfigDict(protected_namespaces=())
 
-    name: CleanText = Field(min_length=1, max_length=200)
-    api_snapshot: CleanText = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    api_snapshot: str = Field(min_length=1, max_length=200)
     """The pinned API version or checkpoint, so results stay attached to one model."""
-    family: CleanText | None = Field(None, max_length=100)
+    family: str | None = Field(None, max_length=100)
     params_b: float | None = Field(None, ge=0, le=1_000_000)
     usd_per_mtok_in: float | None = Field(None, ge=0, le=1_000_000)
     """Price per million prompt tokens (USD), for the leaderboard's cost figures."""
     usd_per_mtok_out: float | None = Field(None, ge=0, le=1_000_000)
-    org: CleanText | None = Field(None, min_length=1, max_length=200)
+    org: str | None = Field(None, min_length=1, max_length=200)
     """Admins only: register for this organisation instead of their own."""
 
 

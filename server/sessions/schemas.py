@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.api.text import CleanText
+from server.api.bodies import RequestBody
 from server.sessions.models import EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.service import session_counts
@@ -18,11 +18,9 @@ MAX_ANSWER = 65_536
 MAX_REASONING = 262_144
 
 
-class AdaptiveOptions(BaseModel):
+class AdaptiveOptions(RequestBody):
     """Options of an ``adaptive`` session; what is left out takes the server's default
     (``PROCTOR_ADAPTIVE_*``). ``n_items`` is the session's budget."""
-
-    model_config = ConfigDict(extra="forbid")
 
     policy: Literal["uniform", "proportional", "neyman", "neyman-irt"] | None = None
     bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] | None = None
@@ -50,8 +48,8 @@ class AdaptiveOut(BaseModel):
     """Other models whose past verdicts gave the item parameters (``neyman-irt``)."""
 
 
-class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+class SessionCreate(RequestBody):
+    model_config = ConfigDict(protected_namespaces=())
 
     model_id: uuid.UUID
     n_items: int | None = Field(None, ge=1, le=100_000)
@@ -113,22 +111,18 @@ class ItemOut(BaseModel):
     discipline: str
 
 
-class TokenUsage(BaseModel):
+class TokenUsage(RequestBody):
     """What the model spent on one answer, as the client measured it (feeds cost per model)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     prompt_tokens: int = Field(ge=0, le=100_000_000)
     completion_tokens: int = Field(ge=0, le=100_000_000)
 
 
-class AnswerIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class AnswerIn(RequestBody):
     position: int = Field(ge=0, le=1_000_000)
     item_id: uuid.UUID
-    answer: CleanText = Field(max_length=MAX_ANSWER)
-    reasoning: CleanText | None = Field(None, max_length=MAX_REASONING)
+    answer: str = Field(max_length=MAX_ANSWER)
+    reasoning: str | None = Field(None, max_length=MAX_REASONING)
     usage: TokenUsage | None = None
 
 

@@ -1,0 +1,221 @@
+"""ASGI middleware that refuses hostile requests before the application reads them.
+
+Every byte from a client is checked here once, for every route, present and future:
+
+* a body larger than ``max_body_bytes`` is refused with 413: at once when its
+  ``Content-Length`` says so (nothing is read), else as soon as the chunks read so far
+  exceed it;
+* a JSON body must be valid UTF-8, nested at most ``max_json_depth`` deep, and hold no
+  string (key or value) with a NUL character or a lone surrogate (``"\\ud800"`` is valid
+  JSON but no valid text: PostgreSQL and UTF-8 encoders refuse it); otherwise 422, naming
+  the field's path, never echoing the value;
+* a path or query parameter with a NUL character is refused with 400.
+
+A body that is not JSON at all passes through: the application's own validation answers it
+(422). What passes is handed on unchanged, so routes parse it as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.api.problems import problem
+
+MAX_REPORTED = 5
+"""Problems named in one 422 (the rest are counted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    max_body_bytes: int
+    max_json_depth: int
+
+
+class BodyTooLarge(Exception):
+    """The body exceeds the limit (raised while reading it)."""
+
+
+class RequestGuard:
+    """Refuses oversized bodies (413), hostile JSON (422) and NUL in the URL (400)."""
+
+    def __init__(self, app: ASGIApp, *, limits: BodyLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = url_problem(scope)
+        if refusal is not None:
+            await _refuse(scope, send, status=400, title="Bad request", detail=refusal)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limits.max_body_bytes:
+            await self._too_large(scope, send)
+            return
+        try:
+            body, more = await _read_body(receive, self.limits.max_body_bytes)
+        except BodyTooLarge:
+            await self._too_large(scope, send)
+            return
+        problems = body_problems(body, max_depth=self.limits.max_json_depth)
+        if problems:
+            await _refuse(
+                scope, send, status=422, title="Invalid input", detail=_summary(problems)
+            )
+            return
+        await self.app(scope, _replay(body, more, receive), send)
+
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        await _refuse(
+            scope,
+            send,
+            status=413,
+            title="Content too large",
+            detail=f"the request body exceeds {self.limits.max_body_bytes} bytes",
+            headers={"Connection": "close"},
+        )
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """The whole body (at most ``limit`` bytes, else ``BodyTooLarge``), and whether the
+    client is still connected for more messages."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # disconnected: nothing to answer
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, connected: bool, receive: Receive) -> Receive:
+    """A ``receive`` that gives the already-read body once, then defers to the client."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if not connected:
+            return {"type": "http.disconnect"}
+        return await receive()
+
+    return replayed
+
+
+def url_problem(scope: Scope) -> str | None:
+    """Why the path or query string is refused, or None."""
+    if "\x00" in scope.get("path", ""):
+        return "the path contains a NUL character"
+    query = scope.get("query_string", b"").decode("latin-1")
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return f"query parameter {_printable(name)!r} contains a NUL character"
+    return None
+
+
+def body_problems(body: bytes, *, max_depth: int) -> list[str]:
+    """What is wrong with a JSON body, as ``path: what`` strings (empty: acceptable, or not
+    JSON at all, which the route's own validation reports)."""
+    if not body.strip():
+        return []
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return [f"body: not valid UTF-8 (byte {error.start})"]
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        return [f"body: JSON nested deeper than {max_depth} levels"]
+    except ValueError:  # not JSON (or a number past the int digit limit): the route says
+        return []
+    return list(_walk(document, max_depth=max_depth))
+
+
+def _walk(document: Any, *, max_depth: int) -> Iterator[str]:
+    """Problems of every string and the nesting of ``document`` (iterative: no recursion)."""
+    stack: list[tuple[Any, str, int]] = [(document, "body", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if (what := text_problem(value)) is not None:
+                yield f"{path}: {what}"
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if depth >= max_depth:
+            yield f"{path}: JSON nested deeper than {max_depth} levels"
+            return
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if (what := text_problem(key)) is not None:
+                    yield f"{path}: a field name {what}"
+                    continue
+                stack.append((child, f"{path}.{key}", depth + 1))
+        else:
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(value))
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` is not acceptable text (NUL or a lone surrogate), or None."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode text)"
+    return None
+
+
+def _summary(problems: list[str]) -> str:
+    shown = "; ".join(_printable(p) for p in problems[:MAX_REPORTED])
+    rest = len(problems) - MAX_REPORTED
+    return shown + (f"; and {rest} more" if rest > 0 else "")
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` safe to put in a response: no control characters, no surrogates, short."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])  # surrogates: not
+
+
+async def _refuse(
+    scope: Scope,
+    send: Send,
+    *,
+    status: int,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    response = problem(Request(scope), status=status, title=title, detail=detail, headers=headers)
+    await response(scope, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
