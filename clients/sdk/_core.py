@@ -465,6 +465,6 @@ def scoring_deadline(timeout_s: float) -> float:
 def scoring_timeout(session_id: IdLike, progress: ScoringProgress, timeout_s: float) -> str:
     return (
         f"session {session_id} not scored within {timeout_s:g} s "
-        f"(state {progress.state}, {progress.scored + progress.needs_review}/"
+        f"(state {progress.state}, {progress.judged}/"
         f"{progress.answers} judged, {progress.waiting} waiting)"
     )

@@ -150,13 +150,18 @@ class ScoringProgress:
     judge: str
     prompt_version: str
     answers: int
-    scored: int
-    needs_review: int
-    """Answers the judge left to a human reviewer."""
+    judged: int
+    """Answers the scoring is done with (scored or left to a human reviewer)."""
     waiting: int
     """Answers queued or being scored."""
-    points: int
-    """Sum of the 0-3 scores so far."""
+    scored: int | None = None
+    """Answers with a score. None until the session is scored (except for admins and
+    auditors): figures that move with single verdicts are not shown while it runs."""
+    needs_review: int | None = None
+    """Answers the judge left to a human reviewer; None as ``scored``."""
+    points: int | None = None
+    """Sum of the 0-3 scores; None until the session is scored (except for admins and
+    auditors)."""
 
     @property
     def complete(self) -> bool:

@@ -19,6 +19,13 @@ class Role(StrEnum):
     AUDITOR = "auditor"
 
 
+PLATFORM_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.AUDITOR})
+"""Roles that act on (admin) or read (auditor) every organisation's data
+(``Permission.ANY_ORG``). Only keys of the operator's organisation
+(``Organisation.is_operator``) may have one: ``create_api_key`` refuses them elsewhere and
+``exchange_api_key`` refuses such keys made before that rule."""
+
+
 class Permission(StrEnum):
     MODELS_READ = "models:read"
     MODELS_WRITE = "models:write"
@@ -42,6 +49,12 @@ class Permission(StrEnum):
     """See every leaderboard field, not only the configured public ones."""
     LEADERBOARD_ANCHOR = "leaderboard:anchor"
     """Designate the anchor model of relative scores."""
+    SCORES_LIVE = "scores:live"
+    """See figures that move with single verdicts (points, review counts, an adaptive
+    estimate) while a session runs (``server.scoring.visibility``)."""
+    SESSIONS_ADAPTIVE = "sessions:adaptive"
+    """Open adaptive sessions: their item choice and stopping follow the verdicts so far, so
+    whoever drives one learns from them; not for vendors."""
 
 
 _OWN_ORG_WORK = frozenset(
@@ -59,7 +72,12 @@ _OWN_ORG_WORK = frozenset(
 ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     Role.VENDOR: _OWN_ORG_WORK,
     Role.EVALUATOR: _OWN_ORG_WORK
-    | {Permission.SESSIONS_SIZE, Permission.SESSIONS_CONTAMINATION, Permission.LEADERBOARD_FULL},
+    | {
+        Permission.SESSIONS_SIZE,
+        Permission.SESSIONS_CONTAMINATION,
+        Permission.SESSIONS_ADAPTIVE,
+        Permission.LEADERBOARD_FULL,
+    },
     Role.AUDITOR: frozenset(
         {
             Permission.SELF_READ,
@@ -70,6 +88,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             Permission.ANY_ORG,
             Permission.LEADERBOARD_READ,
             Permission.LEADERBOARD_FULL,
+            Permission.SCORES_LIVE,
         }
     ),
     Role.ADMIN: frozenset(Permission),

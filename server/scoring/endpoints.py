@@ -1,7 +1,9 @@
 """``/v1/sessions/{id}/scoring``: how far the scoring of a session has come.
 
 Only counts leave the server, never per-item verdicts: which answers were judged wrong
-would, over many sessions, leak the answer key of the private bank.
+would, over many sessions, leak the answer key of the private bank. Figures that move with
+single verdicts (points, review counts) are shown only where
+``server.scoring.visibility.shows_verdict_figures`` allows.
 """
 
 from __future__ import annotations
@@ -16,23 +18,31 @@ from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth.permissions import Permission, Principal
 from server.scoring import service
+from server.scoring.visibility import shows_verdict_figures
 from server.sessions.service import get_session
+from server.sessions.states import SessionState
 
 router = APIRouter(tags=["scoring"])
 
 
 class ScoringOut(BaseModel):
     session_id: uuid.UUID
-    state: str
+    state: SessionState
     judge: str
     prompt_version: str
     answers: int
-    scored: int
-    needs_review: int
+    judged: int
+    """Answers the scoring is done with: scored, or left to a human reviewer."""
     waiting: int
     """Answers queued or being scored."""
-    points: int
-    """Sum of the 0-3 scores so far."""
+    scored: int | None
+    """Answers with a score; null until the session is scored (except for platform roles):
+    with ``judged`` it would give the review count, which moves with single verdicts."""
+    needs_review: int | None
+    """Answers left to a human reviewer; null as ``scored``."""
+    points: int | None
+    """Sum of the 0-3 scores; null until the session is scored (except for platform roles),
+    since its change after one answer would say whether that answer was right."""
 
 
 @router.get("/v1/sessions/{session_id}/scoring", response_model=ScoringOut)
@@ -51,14 +61,16 @@ async def read_scoring(
     now = await service.progress(
         db, session_id=record.id, judge=name, prompt_version=PROMPT_VERSION
     )
+    shown = shows_verdict_figures(principal, record.state)
     return ScoringOut(
         session_id=record.id,
-        state=record.state,
+        state=SessionState(record.state),
         judge=name,
         prompt_version=PROMPT_VERSION,
         answers=now.answers,
-        scored=now.scored,
-        needs_review=now.needs_review,
+        judged=now.scored + now.needs_review,
         waiting=now.queued + now.leased,
-        points=now.points,
+        scored=now.scored if shown else None,
+        needs_review=now.needs_review if shown else None,
+        points=now.points if shown else None,
     )

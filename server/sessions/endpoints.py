@@ -10,6 +10,7 @@ from fastapi import APIRouter, BackgroundTasks, Path, Query, Response
 
 from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth.permissions import Permission, Principal
+from server.scoring.visibility import shows_verdict_figures
 from server.sessions import adaptive, service
 from server.sessions.adaptive import AdaptiveRequest
 from server.sessions.models import EvalSession
@@ -42,7 +43,7 @@ async def create_session(
         mode=body.mode,
         adaptive_request=_adaptive_request(body),
     )
-    return await _session_out(db, record)
+    return await _session_out(db, record, principal)
 
 
 def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
@@ -51,11 +52,16 @@ def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
     return AdaptiveRequest(**body.adaptive.model_dump())
 
 
-async def _session_out(db: DbSession, record: EvalSession) -> SessionOut:
-    """The session with, if adaptive, its policy and current estimate."""
+async def _session_out(db: DbSession, record: EvalSession, principal: Principal) -> SessionOut:
+    """The session with, if adaptive, its policy and estimate: the estimate, its interval
+    and why it stopped only where verdict figures may be shown (``shows_verdict_figures``);
+    the counts always."""
     if record.mode != SessionMode.ADAPTIVE.value:
         return SessionOut.of(record)
-    return SessionOut.of(record, await adaptive.summary(db, record=record))
+    summary = await adaptive.summary(db, record=record)
+    if not shows_verdict_figures(principal, record.state):
+        summary.update(estimate=None, halfwidth=None, stop_reason=None)
+    return SessionOut.of(record, summary)
 
 
 @router.get("/v1/sessions", response_model=list[SessionOut])
@@ -78,7 +84,7 @@ async def read_session(
     """State and counts (allocated, pending, completed) of one session; for an adaptive
     session also its policy, estimate and interval."""
     record = await service.get_session(db, principal=principal, session_id=session_id)
-    return await _session_out(db, record)
+    return await _session_out(db, record, principal)
 
 
 @router.get(

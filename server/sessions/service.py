@@ -84,12 +84,17 @@ async def create_session(
     from the private anchor set, an adaptive session draws its pool (``n_items`` is its
     budget) and records its policy (``adaptive_request``; ``server.sessions.adaptive``).
     Refuses (403) a non-default ``n_items`` from roles that may not size sessions and
-    contamination modes from roles that may not run them, (409) more open sessions than
+    contamination and adaptive modes from roles that may not run them, (409) more open sessions than
     ``limits.max_concurrent``, and (429) more sessions per period."""
     if adaptive_request is not None and mode is not SessionMode.ADAPTIVE:
         raise InvalidInput("adaptive options are only for mode 'adaptive'")
     if mode in CONTAMINATION_MODES and not principal.can(Permission.SESSIONS_CONTAMINATION):
         raise Forbidden(f"only admins and evaluators may open {mode.value} sessions")
+    if mode is SessionMode.ADAPTIVE and not principal.can(Permission.SESSIONS_ADAPTIVE):
+        raise Forbidden(
+            "only admins and evaluators may open adaptive sessions: their item choice and "
+            "stopping follow the verdicts so far"
+        )
     if n_items is not None and n_items != limits.default_items:
         if not principal.can(Permission.SESSIONS_SIZE):
             raise Forbidden("only admins and evaluators may choose n_items")

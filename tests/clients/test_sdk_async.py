@@ -188,7 +188,7 @@ async def test_a_vendor_drives_a_session_from_registration_to_scores(
         progress = await client.wait_scored(session.id, timeout_s=60, poll_s=0.1)
         assert progress.complete and progress.state == "scored"
         assert (progress.answers, progress.waiting) == (N_ITEMS, 0)
-        assert progress.scored + progress.needs_review == N_ITEMS
+        assert progress.judged == N_ITEMS
         assert isinstance(await client.leaderboard(), dict)
         assert isinstance(await client.leaderboard(view="disciplines"), dict)
 

@@ -292,9 +292,15 @@ async def test_adaptive_options_are_validated(big_world: tuple[str, World], llm:
         for body, status in cases:
             response = await client.post("/v1/sessions", json=body, headers=vendor)
             assert response.status_code == status, (body, response.text)
-        # a vendor may open an adaptive session with the server's defaults
-        opened = await client.post(
+        # a vendor may not open one: its item choice and stopping follow the verdicts
+        refused = await client.post(
             "/v1/sessions", json={**base, "mode": "adaptive"}, headers=vendor
+        )
+        assert refused.status_code == 403, refused.text
+        # an evaluator opens one with the server's defaults
+        evaluator = await login(client, world.a.keys["evaluator"])
+        opened = await client.post(
+            "/v1/sessions", json={**base, "mode": "adaptive"}, headers=evaluator
         )
         assert opened.status_code == 201, opened.text
         defaults = opened.json()["adaptive"]
