@@ -7,7 +7,7 @@ and auditors see all of them (latency, cost, contamination, organisations).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
@@ -15,12 +15,24 @@ from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth.permissions import Permission, Principal
 from server.leaderboard import service
-from server.leaderboard.schemas import AnchorIn, AnchorOut, disciplines_json, leaderboard_json
+from server.leaderboard.schemas import (
+    AnchorIn,
+    AnchorOut,
+    DisciplinesOut,
+    LeaderboardOut,
+    Visibility,
+    disciplines_out,
+    leaderboard_out,
+)
 
 router = APIRouter(tags=["leaderboard"])
 
 
-@router.get("/v1/leaderboard")
+@router.get(
+    "/v1/leaderboard",
+    response_model=LeaderboardOut | DisciplinesOut,
+    response_model_exclude_unset=True,
+)
 async def read_leaderboard(
     db: DbSession,
     runtime: RuntimeDep,
@@ -39,10 +51,14 @@ async def read_leaderboard(
         bool,
         Query(description="Add the anisotropy index, RSA and capability inconsistency."),
     ] = False,
-) -> dict[str, Any]:
+) -> LeaderboardOut | DisciplinesOut:
     """Models best first with absolute and relative scores, 95% intervals, tie groups and
-    rank ranges (groups are models the data cannot order); or the per-discipline view."""
+    rank ranges (groups are models the data cannot order); or the per-discipline view.
+    Vendors see the public fields only; a view or option outside them is 403."""
     settings = runtime.settings
+    full = principal.can(Permission.LEADERBOARD_FULL)
+    visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
+    visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     data = await service.leaderboard(
         db,
         judge=judge or runtime.default_judge,
@@ -54,9 +70,8 @@ async def read_leaderboard(
         diagnostics=diagnostics,
     )
     if view == "disciplines":
-        return disciplines_json(data)
-    full = principal.can(Permission.LEADERBOARD_FULL)
-    return leaderboard_json(data, fields=None if full else settings.leaderboard_public_fields)
+        return disciplines_out(data, visibility)
+    return leaderboard_out(data, visibility)
 
 
 @router.get("/v1/leaderboard/anchors", response_model=list[AnchorOut])

@@ -1,8 +1,12 @@
 """The leaderboard as JSON (the API, ``proctor leaderboard --json``) and as CSV rows.
 
 A row is a dict of named *fields* (``server.config.LEADERBOARD_FIELDS``); what vendors see
-is the configured public subset, everyone else sees all of them. Every score travels with
-its interval and its tie group, never alone.
+is the configured public subset, everyone else sees all of them. The same subset decides
+the board-level parts: ``disciplines`` opens the per-discipline view, ``baselines`` and
+``diagnostics`` the options of those names (``Visibility``). The API's responses are the
+typed models at the end of this module, built only from the visible fields (unknown keys
+are refused), so nothing outside the subset can reach a vendor by another view or option.
+Every score travels with its interval and its tie group, never alone.
 """
 
 from __future__ import annotations
@@ -10,15 +14,17 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from judge.contamination import ModelGap, ReplayRate
 from judge.ranking.leaderboard import LeaderboardRow
 from judge.ranking.stability import ModelSummary
 from server.api.bodies import RequestBody
+from server.errors import Forbidden
 from server.leaderboard.service import LeaderboardData
 
 
@@ -143,18 +149,23 @@ def leaderboard_json(
 
 
 def diagnostics_json(data: LeaderboardData) -> dict[str, Any] | None:
-    """Anisotropy index, RSA and capability inconsistency per model name."""
+    """Anisotropy index, RSA and capability inconsistency per model name; a statistic that
+    could not be computed is null, with its reason in ``unavailable`` (name -> reason)."""
     found = data.diagnostics
     if found is None:
         return None
     names = {row.key: row.name for row in data.board.rows}
+    rsa, inconsistency = found.rsa, found.inconsistency
     return {
         "models": [names[k] for k in found.models],
-        "anisotropy_index": _num(found.anisotropy.index),
-        "rsa": {names[k]: r.amplitude for k, r in found.rsa.items()} if found.rsa else None,
-        "capability_inconsistency": {
-            names[k]: _num(v) for k, v in found.inconsistency.values.items()
-        },
+        "anisotropy_index": _num(found.anisotropy.index) if found.anisotropy else None,
+        "rsa": {names[k]: r.amplitude for k, r in rsa.items()} if rsa is not None else None,
+        "capability_inconsistency": (
+            {names[k]: _num(v) for k, v in inconsistency.values.items()}
+            if inconsistency is not None
+            else None
+        ),
+        "unavailable": dict(found.unavailable),
     }
 
 
@@ -279,3 +290,194 @@ class AnchorOut(BaseModel):
     model_id: uuid.UUID | None
     set_by: str
     set_at: datetime
+
+
+# --------------------------------------------------------------------------- #
+# Who sees what
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """The leaderboard fields one reader may see (``fields`` None: every field)."""
+
+    fields: frozenset[str] | None
+
+    def shows(self, name: str) -> bool:
+        return self.fields is None or name in self.fields
+
+    def refuse_hidden(self, *, view: str, baselines: bool, diagnostics: bool) -> None:
+        """``Forbidden`` if the request asks for a part this reader may not see."""
+        asked = {
+            "disciplines": view == "disciplines",
+            "baselines": baselines,
+            "diagnostics": diagnostics,
+        }
+        hidden = sorted(name for name, wanted in asked.items() if wanted and not self.shows(name))
+        if hidden:
+            raise Forbidden(
+                f"not a public leaderboard field for your role: {', '.join(hidden)} "
+                "(PROCTOR_LEADERBOARD_PUBLIC_FIELDS)"
+            )
+
+
+# --------------------------------------------------------------------------- #
+# Response models
+# --------------------------------------------------------------------------- #
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class SummaryOut(_Out):
+    """A score over a model's sessions: mean, bootstrap 95% interval, variance."""
+
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    variance: float | None
+    standard_error: float | None
+    session_values: list[float | None]
+
+
+class DisciplineScoreOut(_Out):
+    score: float | None
+    """10-point scale, pooled over the model's sessions."""
+    standard_error: float | None
+    items: int
+
+
+class LatencyOut(_Out):
+    median_s: float | None
+    p95_s: float | None
+
+
+class CostOut(_Out):
+    prompt_tokens_per_item: float | None
+    completion_tokens_per_item: float | None
+    usd_per_1k_items: float | None
+
+
+class ReplayOut(_Out):
+    items: int
+    near_exact: int
+    rate: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class GapOut(_Out):
+    public: float | None
+    anchor_set: float | None
+    gap: float | None
+    excess: float | None
+    flagged: bool
+    reported_score: float | None
+
+
+class ContaminationOut(_Out):
+    replay: ReplayOut | None
+    generalisation_gap: GapOut | None
+
+
+class RowOut(_Out):
+    """One model; only the fields visible to the reader are present."""
+
+    model_id: str | None
+    position: int | None = None
+    group: int | None = None
+    rank_range: list[int] | None = None
+    beats_next: float | None = None
+    name: str | None = None
+    family: str | None = None
+    organisation: str | None = None
+    absolute: SummaryOut | None = None
+    relative: SummaryOut | None = None
+    sessions: int | None = None
+    disciplines: dict[str, DisciplineScoreOut] | None = None
+    latency: LatencyOut | None = None
+    cost: CostOut | None = None
+    contamination: ContaminationOut | None = None
+
+
+class AnchorInfoOut(_Out):
+    model_id: str | None
+    name: str | None
+    designated: bool
+    note: str | None
+
+
+class BaselineRowOut(_Out):
+    model_id: str
+    name: str
+    elo: float | None
+    bt_log_strength: float | None
+
+
+class BaselinesOut(_Out):
+    n_comparisons: int
+    note: str | None
+    models: list[BaselineRowOut]
+
+
+class DiagnosticsOut(_Out):
+    """ReLE's capability diagnostics; a statistic that could not be computed is null, with
+    its reason in ``unavailable``."""
+
+    models: list[str]
+    anisotropy_index: float | None
+    rsa: dict[str, float | None] | None
+    capability_inconsistency: dict[str, float | None] | None
+    unavailable: dict[str, str] = {}
+
+
+class LeaderboardOut(_Out):
+    """The per-model view."""
+
+    judge: str
+    prompt_version: str
+    anchor: AnchorInfoOut
+    confidence_level: float
+    tie_threshold: float
+    groups: list[list[str]]
+    models: list[RowOut]
+    baselines: BaselinesOut | None = None
+    diagnostics: DiagnosticsOut | None = None
+
+
+class DisciplineModelOut(_Out):
+    model_id: str | None
+    name: str
+    score: float | None
+    standard_error: float | None
+    items: int
+
+
+class DisciplineBoardOut(_Out):
+    discipline: str
+    models: list[DisciplineModelOut]
+
+
+class DisciplinesOut(_Out):
+    """The per-discipline view."""
+
+    judge: str
+    prompt_version: str
+    scale: int
+    disciplines: list[DisciplineBoardOut]
+
+
+def leaderboard_out(data: LeaderboardData, visibility: Visibility) -> LeaderboardOut:
+    """The per-model view with only the fields ``visibility`` shows."""
+    document = leaderboard_json(data, fields=visibility.fields)
+    for part in ("baselines", "diagnostics"):
+        if not visibility.shows(part):
+            document.pop(part, None)
+    return LeaderboardOut.model_validate(document)
+
+
+def disciplines_out(data: LeaderboardData, visibility: Visibility) -> DisciplinesOut:
+    """The per-discipline view (``Forbidden`` unless ``disciplines`` is visible)."""
+    visibility.refuse_hidden(view="disciplines", baselines=False, diagnostics=False)
+    return DisciplinesOut.model_validate(disciplines_json(data))

@@ -169,7 +169,7 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
             await client.get(
                 "/v1/leaderboard",
                 params={"baselines": "true", "diagnostics": "true"},
-                headers=vendor,
+                headers=evaluator,
             )
         ).json()
 
@@ -275,6 +275,53 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
         assert [h["model_id"] for h in history] == [None, str(world.a.model_id)]
         final = (await client.get("/v1/leaderboard", headers=evaluator)).json()
         assert final["anchor"]["name"] == "strong" and final["anchor"]["designated"] is False
+
+
+async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_with_reasons(
+    world_db: tuple[str, World], llm: FakeLlm
+) -> None:
+    """Regression: a discipline with difficulty 0 made ``?diagnostics=true`` answer 500."""
+    db_url, world = world_db
+    # both models get every D0 item wrong; "a" gets the rest right, "b" half of the rest
+    plans = {
+        world.a: lambda item: item.discipline != "D0",
+        world.b: lambda item: item.discipline != "D0" and item.subdiscipline == "S0",
+    }
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        for org, right in plans.items():
+            assert org.model_id is not None
+            await drive(
+                client,
+                db_url,
+                keys=org.keys,
+                model_id=org.model_id,
+                n_items=12,
+                correct=lambda p: False,
+                answer=lambda item, _, right=right: answer_for(item, right(item)),
+            )
+        answers = [
+            await client.get(
+                "/v1/leaderboard",
+                params={"diagnostics": "true"},
+                headers=await login(client, keys[role]),
+            )
+            for keys, role in ((world.a.keys, "admin"), (world.b.keys, "evaluator"))
+        ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        board = answer.json()
+        assert {d for row in board["models"] for d in row["disciplines"]} == {"D0", "D1", "D2"}
+        found = board["diagnostics"]
+        assert sorted(found["models"]) == ["model-org-a", "model-org-b"]
+        assert found["capability_inconsistency"] is None
+        assert found["unavailable"]["capability_inconsistency"] == (
+            "discipline 'D0': every model scores 0, so its difficulty is undefined"
+        )
+        # the other statistics do not depend on D0's difficulty: still computed (RSA has
+        # no weighting schemes for these disciplines, and says so)
+        assert found["anisotropy_index"] == pytest.approx(0.0, abs=1e-9)
+        assert found["rsa"] is None and "no weighting schemes" in found["unavailable"]["rsa"]
+        assert set(found["unavailable"]) == {"capability_inconsistency", "rsa"}
 
 
 def _hidden(item: Item) -> str:
