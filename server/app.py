@@ -27,7 +27,7 @@ from server.audit.endpoints import router as audit_router
 from server.audit.middleware import AuditMiddleware
 from server.auth.endpoints import router as auth_router
 from server.config import Settings, get_settings
-from server.database import unit_of_work
+from server.database import unit_of_work, warn_if_privileged
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
 from server.scoring.endpoints import router as scoring_router
@@ -113,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = build_runtime(settings)
         try:
             await check_durability(runtime.engine)
+            await warn_if_privileged(runtime.engine)  # owner or superuser: say so
             runtime.audit.start()
             app.state.runtime = runtime
             sweeper = asyncio.create_task(sweep_forever(runtime), name="session-sweeper")
@@ -149,5 +150,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
         ),
     )
-    app.add_middleware(AuditMiddleware, writer_of=lambda: app.state.runtime.audit)
+    app.add_middleware(AuditMiddleware, runtime_of=lambda: app.state.runtime)
     return app

@@ -1,7 +1,9 @@
 """Fixed-window rate limits on counters kept in Redis, or in process for the embedded default.
 
-Counters are disposable: if Redis is unreachable the limiter lets requests through (and
-logs it) rather than refusing service; no rule of the protocol depends on it.
+A request may count against several limits at once (its API key and its organisation);
+they are incremented in one round trip. Counters are disposable: if Redis is unreachable
+the limiter lets requests through (and logs it) rather than refusing service; no rule of
+the protocol depends on it.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from redis.asyncio import Redis
@@ -21,8 +24,13 @@ log = logging.getLogger(__name__)
 
 
 class Counters(Protocol):
-    async def incr(self, key: str, window_s: int) -> int:
-        """Increment ``key`` in the current window of ``window_s`` seconds; return the count."""
+    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
+        """Increment each of ``keys`` in the current window of ``window_s`` seconds; return
+        their counts (0 each if the counters are unavailable)."""
+        ...
+
+    async def get(self, key: str, window_s: int) -> int:
+        """The count of ``key`` in the current window, without incrementing it."""
         ...
 
 
@@ -34,59 +42,103 @@ class MemoryCounters:
         self._counts: dict[str, int] = {}
         self._window: dict[int, int] = {}
 
-    async def incr(self, key: str, window_s: int) -> int:
+    def _roll(self, window_s: int) -> None:
         window = int(self._clock() // window_s)
         if self._window.get(window_s) != window:
             self._window[window_s] = window
             self._counts = {k: v for k, v in self._counts.items() if not k.endswith(f"|{window_s}")}
-        full = f"{key}|{window_s}"
-        self._counts[full] = self._counts.get(full, 0) + 1
-        return self._counts[full]
+
+    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
+        self._roll(window_s)
+        counts = []
+        for key in keys:
+            full = f"{key}|{window_s}"
+            self._counts[full] = self._counts.get(full, 0) + 1
+            counts.append(self._counts[full])
+        return counts
+
+    async def get(self, key: str, window_s: int) -> int:
+        self._roll(window_s)
+        return self._counts.get(f"{key}|{window_s}", 0)
 
 
 class RedisCounters:
-    """Counters in Redis (``INCR`` + ``EXPIRE`` in one round trip), shared by all replicas."""
+    """Counters in Redis (``INCR`` + ``EXPIRE`` per key, one round trip), shared by all
+    replicas."""
 
     def __init__(self, redis: Redis, clock: Callable[[], float] = time.time) -> None:
         self._redis = redis
         self._clock = clock
 
-    async def incr(self, key: str, window_s: int) -> int:
-        window = int(self._clock() // window_s)
-        full = f"proctor:rl:{key}:{window_s}:{window}"
+    def _full(self, key: str, window_s: int) -> str:
+        return f"proctor:rl:{key}:{window_s}:{int(self._clock() // window_s)}"
+
+    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.incr(full)
-                pipe.expire(full, window_s + 1)
-                count, _ = await pipe.execute()
+                for key in keys:
+                    full = self._full(key, window_s)
+                    pipe.incr(full)
+                    pipe.expire(full, window_s + 1)
+                replies = await pipe.execute()
+        except (RedisError, OSError) as error:
+            log.warning("rate limit counters unavailable, not limiting: %s", error)
+            return [0] * len(keys)
+        return [int(count) for count in replies[::2]]
+
+    async def get(self, key: str, window_s: int) -> int:
+        try:
+            value = await self._redis.get(self._full(key, window_s))
         except (RedisError, OSError) as error:
             log.warning("rate limit counters unavailable, not limiting: %s", error)
             return 0
-        return int(count)
+        return int(value or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """At most ``per_window`` requests counted under ``key`` per window."""
+
+    key: str
+    per_window: int
+    what: str
+    """What is limited, for the refusal (e.g. "this API key")."""
 
 
 class RateLimiter:
-    """At most ``limit`` hits per key per ``window_s`` seconds."""
+    """Fixed windows of ``window_s`` seconds over ``counters``."""
 
     def __init__(
         self,
         counters: Counters,
         *,
-        limit: int,
         window_s: int = 60,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.counters = counters
-        self.limit = limit
         self.window_s = window_s
         self._clock = clock
 
-    async def hit(self, key: str) -> None:
-        """Count one request for ``key``; ``TooManyRequests`` with Retry-After if over."""
-        count = await self.counters.incr(key, self.window_s)
-        if count > self.limit:
-            remaining = self.window_s - (self._clock() % self.window_s)
-            raise TooManyRequests(
-                f"rate limit: at most {self.limit} requests per {self.window_s} s",
-                retry_after=math.ceil(remaining),
-            )
+    async def hit(self, *limits: Limit) -> None:
+        """Count one request against every limit; ``TooManyRequests`` with Retry-After if
+        any of them is now exceeded."""
+        counts = await self.counters.incr([limit.key for limit in limits], self.window_s)
+        for limit, count in zip(limits, counts, strict=True):
+            if count > limit.per_window:
+                self._refuse(limit)
+
+    async def check(self, limit: Limit) -> None:
+        """``TooManyRequests`` if ``limit`` is already reached, without counting."""
+        if await self.counters.get(limit.key, self.window_s) >= limit.per_window:
+            self._refuse(limit)
+
+    async def count(self, key: str) -> None:
+        """Count one event under ``key`` (e.g. a refused authentication)."""
+        await self.counters.incr([key], self.window_s)
+
+    def _refuse(self, limit: Limit) -> None:
+        remaining = self.window_s - (self._clock() % self.window_s)
+        raise TooManyRequests(
+            f"rate limit: at most {limit.per_window} per {self.window_s} s for {limit.what}",
+            retry_after=math.ceil(remaining),
+        )

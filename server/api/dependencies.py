@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from server.api.runtime import Runtime
 from server.auth.permissions import Permission, Principal
 from server.auth.service import is_revoked, principal_from
+from server.auth.throttle import client_address, failure_limit, request_limits
 from server.auth.tokens import InvalidToken
 from server.errors import Forbidden, Unauthorized
 
@@ -43,9 +44,30 @@ SELF_ROUTES = frozenset({"/v1/whoami", "/v1/auth/refresh"})
 
 
 async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> Principal:
-    """The principal of the request's bearer token: 401 if it is missing, invalid, expired
-    or revoked; 429 past the token's rate limit; 403 if it is scoped to another session
+    """The principal of the request's bearer token: 429 (before anything is verified) if
+    the client address has had too many refused authentications; 401 if the token is
+    missing, invalid, expired or revoked (counted against the address); 429 past the API
+    key's or the organisation's rate limit; 403 if the token is scoped to another session
     (except on ``SELF_ROUTES``)."""
+    address = client_address(request)
+    await runtime.limiter.check(failure_limit(runtime.settings, address))
+    try:
+        principal = await _verified_principal(request, runtime, db)
+    except Unauthorized:
+        await runtime.limiter.count(failure_limit(runtime.settings, address).key)
+        raise
+    request.state.principal = principal
+    await runtime.limiter.hit(*request_limits(runtime.settings, principal))
+    route = request.scope.get("route")
+    if principal.session_id is not None and getattr(route, "path", None) not in SELF_ROUTES:
+        path_session = request.path_params.get("session_id")
+        if path_session != str(principal.session_id):
+            raise Forbidden("this token is scoped to another session")
+    return principal
+
+
+async def _verified_principal(request: Request, runtime: Runtime, db: AsyncSession) -> Principal:
+    """The principal of a valid, unrevoked bearer token; ``Unauthorized`` otherwise."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -56,15 +78,7 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
         raise Unauthorized("invalid or expired token") from None
     if await is_revoked(db, claims=claims):
         raise Unauthorized("token revoked")
-    principal = principal_from(claims)
-    request.state.principal = principal
-    await runtime.limiter.hit(f"tok:{principal.jti}")
-    route = request.scope.get("route")
-    if principal.session_id is not None and getattr(route, "path", None) not in SELF_ROUTES:
-        path_session = request.path_params.get("session_id")
-        if path_session != str(principal.session_id):
-            raise Forbidden("this token is scoped to another session")
-    return principal
+    return principal_from(claims)
 
 
 def require(

@@ -15,6 +15,7 @@ from typing import Any
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from server.audit.refusals import RefusalFolder
 from server.audit.writer import AuditWriter
 from server.auth.tokens import (
     HMAC_ALGORITHMS,
@@ -41,9 +42,11 @@ class Runtime:
     sessions: async_sessionmaker[AsyncSession]
     codec: TokenCodec
     limiter: RateLimiter
-    key_exchange_limiter: RateLimiter
+    """Every rate limit (``server.auth.throttle`` says which a request counts against)."""
     limits: SessionLimits
     audit: AuditWriter
+    refusals: RefusalFolder
+    """Folds repeated unauthenticated refusals into one audit row per window."""
     redis: Redis | None
     default_judge: str = NO_JUDGE
     """The judge new answers are queued for (refreshed by the sweeper)."""
@@ -51,6 +54,8 @@ class Runtime:
     """Wakes the scoring workers after answers (set up in the lifespan)."""
 
     async def close(self) -> None:
+        for row in self.refusals.flush():
+            await self.audit.write(row)
         await self.audit.stop()
         if self.audit.engine is not self.engine:
             await self.audit.engine.dispose()
@@ -118,15 +123,14 @@ def build_runtime(settings: Settings) -> Runtime:
     )
     redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
     counters = RedisCounters(redis) if redis is not None else MemoryCounters()
-    per_minute = settings.rate_limit_per_minute
     return Runtime(
         settings=settings,
         engine=engine,
         sessions=session_factory(engine),
         codec=codec,
-        limiter=RateLimiter(counters, limit=per_minute),
-        key_exchange_limiter=RateLimiter(counters, limit=max(10, per_minute // 10)),
+        limiter=RateLimiter(counters),
         limits=SessionLimits.from_settings(settings),
         audit=AuditWriter(audit_engine),
+        refusals=RefusalFolder(window_s=settings.audit_refusal_window_s),
         redis=redis,
     )

@@ -1,21 +1,28 @@
-"""ASGI middleware: exactly one audit row per HTTP request, refused ones included.
+"""ASGI middleware: every HTTP request is audited, refused ones included.
 
 The row is written when the response starts (or, if the application crashed before
 answering, when the error response goes out), before the client can see the status.
 It records time, subject, organisation, session, method, route, status and client address;
-never a header, a query string, a body, a token or an answer.
+never a header, a query string, a body, a token or an answer. Repeated unauthenticated
+refusals of one kind are folded into one row per window (``server.audit.refusals``), so a
+flood of bad requests costs a counter, not a row each.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bank.database import utcnow
-from server.audit.writer import AuditWriter
+from server.api.runtime import Runtime
+from server.audit.refusals import is_foldable
 
 log = logging.getLogger(__name__)
 MAX_ROUTE = 200
@@ -23,10 +30,11 @@ UNMATCHED = "<unmatched>"
 
 
 class AuditMiddleware:
-    def __init__(self, app: ASGIApp, writer_of: Any) -> None:
+    def __init__(self, app: ASGIApp, runtime_of: Callable[[], Runtime]) -> None:
         self.app = app
-        self._writer_of = writer_of
-        """Callable returning the ``AuditWriter`` (created in the app's lifespan)."""
+        self._runtime_of = runtime_of
+        """Gives the ``Runtime`` (created in the app's lifespan)."""
+        self._flush_task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,7 +46,7 @@ class AuditMiddleware:
             nonlocal audited
             if message["type"] == "http.response.start" and not audited:
                 audited = True
-                await self._audit(scope, message["status"])
+                await self._audit(audit_row(scope, message["status"]))
             await send(message)
 
         try:
@@ -46,11 +54,33 @@ class AuditMiddleware:
         finally:
             if not audited:  # the app failed without starting a response
                 audited = True
-                await self._audit(scope, 500)
+                await self._audit(audit_row(scope, 500))
 
-    async def _audit(self, scope: Scope, status: int) -> None:
-        writer: AuditWriter = self._writer_of()
-        await writer.write(audit_row(scope, status))
+    async def _audit(self, row: dict[str, Any]) -> None:
+        runtime = self._runtime_of()
+        if not is_foldable(row):
+            await runtime.audit.write(row)
+            return
+        write_now, due = runtime.refusals.admit(row, now=time.time())
+        for folded in [row, *due] if write_now else due:
+            await runtime.audit.write(folded)
+        if not write_now:
+            self._flush_when_the_window_closes(runtime)
+
+    def _flush_when_the_window_closes(self, runtime: Runtime) -> None:
+        """Write folded rows once their window has closed, even if no request comes then."""
+        if self._flush_task is not None and not self._flush_task.done():
+            return
+        window_s = runtime.refusals.window_s
+        delay = window_s - time.time() % window_s + 0.05
+
+        async def flush_later() -> None:
+            await asyncio.sleep(delay)
+            with contextlib.suppress(Exception):  # the writer logs its own failures
+                for row in runtime.refusals.due(now=time.time()):
+                    await runtime.audit.write(row)
+
+        self._flush_task = asyncio.create_task(flush_later(), name="audit-refusal-flush")
 
 
 def audit_row(scope: Scope, status: int) -> dict[str, Any]:
@@ -69,6 +99,7 @@ def audit_row(scope: Scope, status: int) -> dict[str, Any]:
         "route": str(template)[:MAX_ROUTE],
         "status": status,
         "client": client[0][:64] if client else None,
+        "repeats": 1,
     }
 
 

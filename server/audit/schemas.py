@@ -20,3 +20,6 @@ class AuditOut(BaseModel):
     route: str
     status: int
     client: str | None
+    repeats: int
+    """Requests this row stands for (more than 1: repeated unauthenticated refusals of one
+    client address, method, route and status, folded into one row per window)."""

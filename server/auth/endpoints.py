@@ -11,7 +11,8 @@ from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth import service
 from server.auth.permissions import Permission, Principal
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
-from server.errors import InvalidInput, NotFound
+from server.auth.throttle import client_address, exchange_limit, failure_limit
+from server.errors import InvalidInput, NotFound, Unauthorized
 from server.sessions.models import EvalSession
 
 router = APIRouter(tags=["auth"])
@@ -22,11 +23,17 @@ async def issue_token(
     body: TokenRequest, request: Request, runtime: RuntimeDep, db: DbSession
 ) -> TokenResponse:
     """Exchange an API key for a short-lived bearer token (optionally scoped to a session)."""
-    client = request.client.host if request.client else "unknown"
-    await runtime.key_exchange_limiter.hit(f"key:{client}")
-    token, claims = await service.exchange_api_key(
-        db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
-    )
+    address = client_address(request)
+    failures = failure_limit(runtime.settings, address)
+    await runtime.limiter.check(failures)
+    await runtime.limiter.hit(exchange_limit(runtime.settings, address))
+    try:
+        token, claims = await service.exchange_api_key(
+            db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
+        )
+    except Unauthorized:
+        await runtime.limiter.count(failures.key)
+        raise
     if body.session_id is not None:
         owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))
         if owner is None or (owner != claims.org and claims.role not in ("admin", "auditor")):

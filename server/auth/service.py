@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
 
@@ -12,21 +13,47 @@ from bank.database import utcnow
 from bank.upsert import insert_ignore
 from server.auth.keys import MAX_KEY_LENGTH, display_prefix, generate_api_key, hash_api_key
 from server.auth.models import ApiKey, RevokedToken
-from server.auth.permissions import Principal, Role
+from server.auth.permissions import PLATFORM_ROLES, Principal, Role
 from server.auth.tokens import TokenClaims, TokenCodec
 from server.errors import InvalidInput, NotFound, Unauthorized
+from server.orgs.models import Organisation
+from server.orgs.service import find_operator_org
+
+log = logging.getLogger(__name__)
 
 
 async def create_api_key(
     session: AsyncSession, *, org_id: uuid.UUID, role: str
 ) -> tuple[ApiKey, str]:
-    """A new key for ``org_id`` with ``role``; returns the row and the key (shown once)."""
+    """A new key for ``org_id`` with ``role``; returns the row and the key (shown once).
+
+    ``InvalidInput`` for an unknown role, or for a platform role (``PLATFORM_ROLES``: admin,
+    auditor, which act on every organisation) when ``org_id`` is not the operator's
+    organisation; the message names the operator organisation, or says how to create one.
+    ``NotFound`` if a platform role is asked for an organisation that does not exist."""
     try:
         checked = Role(role)
     except ValueError:
         raise InvalidInput(
             f"role must be one of {', '.join(r.value for r in Role)}, got {role!r}"
         ) from None
+    if checked in PLATFORM_ROLES:
+        org = await session.get(Organisation, org_id)
+        if org is None:
+            raise NotFound(f"no organisation {org_id}")
+        if not org.is_operator:
+            operator = await find_operator_org(session)
+            where = (
+                f"the operator organisation is {operator.name!r}"
+                if operator is not None
+                else "no operator organisation exists yet (create it with: "
+                "proctor admin create-org NAME --operator)"
+            )
+            raise InvalidInput(
+                f"role {checked.value!r} is a platform role: it acts on every organisation, so "
+                f"only keys of the operator organisation may have it; {org.name!r} is not the "
+                f"operator ({where})"
+            )
     key = generate_api_key()
     row = ApiKey(
         org_id=org_id, role=checked.value, key_hash=hash_api_key(key), prefix=display_prefix(key)
@@ -44,13 +71,35 @@ async def exchange_api_key(
     session_id: uuid.UUID | None = None,
 ) -> tuple[str, TokenClaims]:
     """A fresh access token for a valid, unrevoked ``api_key`` (optionally scoped to one
-    session); ``Unauthorized`` otherwise, without saying which part was wrong."""
+    session); ``Unauthorized`` otherwise, without saying which part was wrong.
+
+    A key with a platform role (admin, auditor) whose organisation is not the operator's (a
+    key made before that rule) is refused like a revoked one: same 401 and wording, so it
+    counts as a failed exchange, and the server logs a warning naming the key's id and
+    organisation so the operator can revoke it."""
     if len(api_key) > MAX_KEY_LENGTH:
         raise Unauthorized("invalid API key")
-    row = (
-        await session.execute(select(ApiKey).where(ApiKey.key_hash == hash_api_key(api_key)))
-    ).scalar_one_or_none()
-    if row is None or row.revoked_at is not None:
+    found = (
+        await session.execute(
+            select(ApiKey, Organisation.is_operator)
+            .join(Organisation, Organisation.id == ApiKey.org_id)
+            .where(ApiKey.key_hash == hash_api_key(api_key))
+        )
+    ).one_or_none()
+    if found is None:
+        raise Unauthorized("invalid API key")
+    row, is_operator = found
+    if row.revoked_at is not None:
+        raise Unauthorized("invalid API key")
+    if row.role in PLATFORM_ROLES and not is_operator:
+        log.warning(
+            "refused API key %s (%s, role %s): its organisation %s is not the operator; "
+            "platform roles belong to the operator organisation only, revoke this key",
+            row.id,
+            row.prefix,
+            row.role,
+            row.org_id,
+        )
         raise Unauthorized("invalid API key")
     return codec.issue(subject=str(row.id), org_id=row.org_id, role=row.role, session_id=session_id)
 
@@ -97,15 +146,20 @@ async def refresh_token(
 ) -> tuple[str, TokenClaims]:
     """A fresh token for the same key, organisation, role and session scope as
     ``principal``'s, which is revoked: a client renews its token before it expires without
-    presenting its API key again, and only one of the two tokens stays usable."""
-    token, claims = codec.issue(
+    presenting its API key again, and only one of the two tokens stays usable.
+
+    Single use under any race: the revocation is an insert on the token id's primary key,
+    so of concurrent refreshes of one token exactly one inserts it (the others wait for its
+    commit on PostgreSQL, or for the write lock on SQLite, and find it there); they get
+    ``Unauthorized`` and no token."""
+    if not await revoke_token(session, jti=principal.jti, expires_at=principal.expires_at):
+        raise Unauthorized("token revoked")
+    return codec.issue(
         subject=principal.subject,
         org_id=principal.org_id,
         role=principal.role.value,
         session_id=principal.session_id,
     )
-    await revoke_token(session, jti=principal.jti, expires_at=principal.expires_at)
-    return token, claims
 
 
 def principal_from(claims: TokenClaims) -> Principal:

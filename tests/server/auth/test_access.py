@@ -47,7 +47,7 @@ async def away_from_window_edge(window_s: int = 60, margin_s: float = 5.0) -> No
 # --------------------------------------------------------------------------- #
 
 
-async def test_rate_limit_per_token(
+async def test_rate_limit_per_api_key(
     world_db: tuple[str, World], backend: str, request: pytest.FixtureRequest
 ) -> None:
     db_url, world = world_db
@@ -66,11 +66,14 @@ async def test_rate_limit_per_token(
         assert_problem(limited, 429)
         retry_after = int(limited.headers["Retry-After"])
         assert 1 <= retry_after <= 60
-        # other routes count against the same token
+        # other routes count against the same key
         assert_problem(await client.get("/v1/models", headers=headers), 429)
-        # the limit is per token: a fresh token of the same key goes through
+        # the limit is per API key: a fresh token of the same key is limited too ...
         fresh = await login(client, world.a.keys["vendor"])
-        assert (await client.get("/v1/whoami", headers=fresh)).status_code == 200
+        assert_problem(await client.get("/v1/whoami", headers=fresh), 429)
+        # ... while another key of the organisation has its own count
+        other = await login(client, world.a.keys["evaluator"])
+        assert (await client.get("/v1/whoami", headers=other)).status_code == 200
 
 
 async def test_rate_limit_on_key_exchange(

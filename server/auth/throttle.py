@@ -1,0 +1,49 @@
+"""Which rate limits a request counts against (the counting is ``server.ratelimit``).
+
+* Authenticated requests: per API key (``PROCTOR_RATE_LIMIT_PER_MINUTE``), whichever of the
+  key's tokens they carry, so refreshing or exchanging the key again starts no new count;
+  and per organisation (``PROCTOR_RATE_LIMIT_ORG_PER_MINUTE``) over all its keys.
+* Key exchanges: per client address, a tenth of the per-key rate (at least 10).
+* Refused authentications (401: no, bad, expired or revoked token; a bad key): per client
+  address (``PROCTOR_AUTH_FAILURES_PER_MINUTE``). An address past it is refused with 429
+  before its token or key is even looked at, so floods of bad credentials cost one counter
+  read each.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from server.auth.permissions import Principal
+from server.config import Settings
+from server.ratelimit import Limit
+
+UNKNOWN_ADDRESS = "unknown"
+
+
+def client_address(request: Request) -> str:
+    """The peer address of the connection (the reverse proxy's, behind one)."""
+    return request.client.host if request.client else UNKNOWN_ADDRESS
+
+
+def request_limits(settings: Settings, principal: Principal) -> tuple[Limit, Limit]:
+    """The per-key and per-organisation limits of an authenticated request."""
+    return (
+        Limit(f"key:{principal.subject}", settings.rate_limit_per_minute, "this API key"),
+        Limit(f"org:{principal.org_id}", settings.rate_limit_org_per_minute, "this organisation"),
+    )
+
+
+def exchange_limit(settings: Settings, address: str) -> Limit:
+    """Key exchanges (``POST /v1/auth/token``) of one client address."""
+    per_window = max(10, settings.rate_limit_per_minute // 10)
+    return Limit(f"exchange:{address}", per_window, "key exchanges from this address")
+
+
+def failure_limit(settings: Settings, address: str) -> Limit:
+    """Refused authentications of one client address."""
+    return Limit(
+        f"authfail:{address}",
+        settings.auth_failures_per_minute,
+        "refused authentications from this address",
+    )
