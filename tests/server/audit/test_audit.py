@@ -307,6 +307,7 @@ async def test_audit_read_is_for_auditors(api: Api) -> None:
         "route",
         "status",
         "client",
+        "repeats",
     } == set(rows[0])
     scoped = await client.get("/v1/admin/audit", params={"session_id": sid}, headers=auditor)
     assert scoped.status_code == 200
