@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -88,6 +89,9 @@ def serve(
 
     url = get_settings().effective_database_url
     upgrade(url)
+    from server.http_protocol import DeadlineHttpToolsProtocol
+
+    limits = get_settings()
     uvicorn.run(
         "server.app:create_app",
         factory=True,
@@ -97,6 +101,12 @@ def serve(
         log_level=log_level,
         access_log=False,
         proxy_headers=False,
+        # header and body read deadlines (slowloris); pinned to httptools, which it extends
+        http=DeadlineHttpToolsProtocol,
+        limit_concurrency=limits.http_max_connections,
+        # an idle kept-alive connection gets as long to start its next request as a new
+        # one gets to send its headers
+        timeout_keep_alive=max(1, math.ceil(limits.http_header_timeout_s)),
     )
 
 
