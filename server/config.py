@@ -125,6 +125,11 @@ class Settings(BaseSettings):
     connection) on; a slower one is disconnected (``proctor serve``)."""
     http_body_timeout_s: float = Field(60.0, gt=0, le=3600)
     """Time a client has to send a request's body once its headers are in."""
+    trusted_proxies: str = ""
+    """Comma-separated addresses of reverse proxies whose ``X-Forwarded-For`` names the
+    client (``proctor serve``); empty: the peer address is the client. Behind a proxy, set
+    it, or every client shares the proxy's per-address limits (refused logins, key
+    exchanges)."""
     http_max_connections: int = Field(1000, ge=1)
     """Concurrent connections and requests per server process; beyond it, 503."""
     max_concurrent_sessions: int = Field(5, ge=1)
