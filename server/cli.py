@@ -17,7 +17,7 @@ from server.analyze_commands import analyze_command
 from server.auth.service import create_api_key
 from server.bank_commands import app as bank_app
 from server.config import get_settings
-from server.database import upgrade
+from server.database import migrate, runtime_role_warning
 from server.judge_commands import app as judge_app
 from server.leaderboard_commands import leaderboard_command, set_anchor_command
 from server.orgs.service import create_org, find_org, get_org
@@ -41,10 +41,15 @@ admin_app.command("set-anchor")(set_anchor_command)
 
 @db_app.command("upgrade")
 def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
-    """Apply schema migrations to PROCTOR_DATABASE_URL (or the embedded SQLite file)."""
-    url = get_settings().effective_database_url
-    upgrade(url, revision)
+    """Apply schema migrations as the owner (PROCTOR_MIGRATION_DATABASE_URL, else
+    PROCTOR_DATABASE_URL, else the embedded SQLite file), then grant PROCTOR_DATABASE_URL's
+    role only what the server needs (PostgreSQL, when the two roles differ)."""
+    settings = get_settings()
+    url = settings.effective_migration_url
+    role = migrate(url, settings.effective_database_url, revision)
     typer.echo(f"database at {revision}: {_redact(url)}")
+    if role is not None:
+        typer.echo(f"runtime role {role}: DML on the tables, only INSERT and SELECT on audit_log")
 
 
 @admin_app.command("create-org")
@@ -87,8 +92,10 @@ def serve(
     """Run the HTTP API (OpenAPI at /docs). Migrates the database first."""
     import uvicorn
 
-    url = get_settings().effective_database_url
-    upgrade(url)
+    settings = get_settings()
+    migrate(settings.effective_migration_url, settings.effective_database_url)
+    if warning := runtime_role_warning(settings.effective_database_url):
+        typer.secho(f"WARNING: {warning}", err=True, fg=typer.colors.RED, bold=True)
     from server.http_protocol import DeadlineHttpToolsProtocol
 
     limits = get_settings()

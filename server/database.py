@@ -1,25 +1,55 @@
-"""Engines, sessions and schema migrations (Alembic) for SQLite and PostgreSQL."""
+"""Engines, sessions and schema migrations (Alembic) for SQLite and PostgreSQL, and the
+runtime role's privileges on PostgreSQL.
+
+On PostgreSQL the server runs as a role that owns nothing: migrations run as the owner
+(``PROCTOR_MIGRATION_DATABASE_URL``), then ``grant_runtime_privileges`` gives the runtime
+role (``PROCTOR_DATABASE_URL``) only what it needs, so it cannot disable, rewrite or drop
+the append-only audit log. ``runtime_role_warning`` says when the server's own connection
+could (it owns ``audit_log``, is a superuser, or holds more than INSERT and SELECT on it).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
 
+from bank.locks import lock_key
+
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+AUDIT_TABLE = "audit_log"
+VERSION_TABLE = "alembic_version"
+DML = "SELECT, INSERT, UPDATE, DELETE"
+RUNTIME_TABLE_PRIVILEGES: Mapping[str, str] = {
+    AUDIT_TABLE: "SELECT, INSERT",
+    VERSION_TABLE: "SELECT",
+}
+"""The runtime role's privileges on the tables that differ from ``DML`` (every other
+table of ``server.models.metadata``)."""
+RUNTIME_SEQUENCE_PRIVILEGES = "USAGE, SELECT"
+"""``nextval`` and ``currval`` for the tables' serial ids; no ``setval`` (UPDATE)."""
+GRANT_LOCK = "proctor:grant-runtime-privileges"
+"""Advisory lock serialising concurrent grants (replicas starting together): concurrent
+GRANTs on one object fail with "tuple concurrently updated"."""
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
@@ -81,3 +111,189 @@ def upgrade(url: str, revision: str = "head") -> None:
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(command.upgrade, alembic_config(url), revision).result()
+
+
+def migrate(migration_url: str, runtime_url: str, revision: str = "head") -> str | None:
+    """``upgrade`` the database as the owner at ``migration_url``, then
+    ``grant_runtime_privileges`` to the role of ``runtime_url``; returns that role, or
+    ``None`` when nothing was granted (blocking)."""
+    upgrade(migration_url, revision)
+    return grant_runtime_privileges(migration_url, runtime_url)
+
+
+def grant_runtime_privileges(owner_url: str, runtime_url: str) -> str | None:
+    """As the owner at ``owner_url``, give the role of ``runtime_url`` exactly what the
+    server needs, and revoke anything else this owner had granted it on those objects:
+
+    * USAGE on the schema (and no CREATE);
+    * SELECT, INSERT, UPDATE, DELETE on every table of ``server.models.metadata``, except
+      ``audit_log`` (SELECT and INSERT only) and ``alembic_version`` (SELECT only);
+    * USAGE and SELECT on those tables' sequences.
+
+    No TRUNCATE, REFERENCES or TRIGGER anywhere: a runtime role that owns nothing (and is
+    no member of the owner) can then neither alter, disable, drop nor replace the audit
+    log's triggers, nor update, delete or truncate its rows. Idempotent: run it
+    after every upgrade (new tables get their grants). Runs only when both URLs are
+    PostgreSQL and name different roles; returns the runtime role, else ``None`` (SQLite,
+    or the server itself is the owner, which ``runtime_role_warning`` reports). Blocking.
+    """
+    if not (_is_postgres(owner_url) and _is_postgres(runtime_url)):
+        return None
+    return _run_blocking(_grant(owner_url, runtime_url))
+
+
+def runtime_role_warning(url: str) -> str | None:
+    """``privileged_role_warning`` for the database at ``url`` (blocking)."""
+    if not _is_postgres(url):
+        return None
+    return _run_blocking(_warning_at(url))
+
+
+async def warn_if_privileged(engine: AsyncEngine) -> str | None:
+    """Log ``privileged_role_warning`` at WARNING (the server's start-up check); return it."""
+    warning = await privileged_role_warning(engine)
+    if warning:
+        log.warning("%s", warning)
+    return warning
+
+
+async def privileged_role_warning(engine: AsyncEngine) -> str | None:
+    """Why ``engine``'s role could tamper with the audit log, or ``None``.
+
+    Reported: a superuser; the owner of ``audit_log`` (or a member of the owning role);
+    a role holding more than INSERT and SELECT on it. Always ``None`` on SQLite and on a
+    database without ``audit_log`` (not migrated yet)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    async with engine.connect() as connection:
+        row = (await connection.execute(text(_ROLE_QUERY))).one()
+    role, superuser, owner, is_owner, excess = row
+    fix = (
+        ": it could disable the audit log's triggers, rewrite or drop it. Run the server as "
+        "a role that owns nothing (PROCTOR_DATABASE_URL) and migrate as the owner "
+        "(PROCTOR_MIGRATION_DATABASE_URL); see deploy/README.md"
+    )
+    if superuser:
+        return f"the server connects to PostgreSQL as superuser {role!r}{fix}"
+    if is_owner:
+        how = "owns audit_log" if role == owner else f"is a member of {owner!r}, owner of audit_log"
+        return f"the server connects to PostgreSQL as {role!r}, which {how}{fix}"
+    if excess:
+        return (
+            f"the server connects to PostgreSQL as {role!r}, which holds {', '.join(excess)} "
+            f"on audit_log (it needs only INSERT and SELECT){fix}"
+        )
+    return None
+
+
+_ROLE_QUERY = """
+SELECT r.rolname, r.rolsuper, pg_get_userbyid(c.relowner),
+       coalesce(pg_has_role(c.relowner, 'MEMBER'), false),
+       ARRAY(SELECT p FROM unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES'])
+             AS p WHERE has_table_privilege(c.oid, p) ORDER BY p)
+FROM pg_roles AS r LEFT JOIN pg_class AS c ON c.oid = to_regclass('audit_log')
+WHERE r.rolname = current_user
+"""
+
+_TABLES_QUERY = """
+SELECT c.relname FROM pg_class AS c
+WHERE c.relnamespace = to_regnamespace(current_schema()) AND c.relkind IN ('r', 'p')
+  AND c.relname = ANY(:names)
+ORDER BY c.relname
+"""
+
+_SEQUENCES_QUERY = """
+SELECT s.relname FROM pg_class AS s
+JOIN pg_depend AS d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid
+  AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+JOIN pg_class AS t ON t.oid = d.refobjid
+WHERE s.relkind = 'S' AND t.relnamespace = s.relnamespace
+  AND s.relnamespace = to_regnamespace(current_schema()) AND t.relname = ANY(:tables)
+ORDER BY s.relname
+"""
+
+
+async def _grant(owner_url: str, runtime_url: str) -> str | None:
+    engine = create_engine(owner_url)
+    try:
+        async with engine.begin() as connection:
+            owner = await _scalar(connection, "SELECT current_user")
+            role = make_url(runtime_url).username or await _role_of(runtime_url)
+            if role == owner:
+                return None
+            await connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(GRANT_LOCK)}
+            )
+            for statement in await _grant_statements(connection, role):
+                await connection.exec_driver_sql(statement)
+        log.info("granted the runtime privileges to %s", role)
+        return role
+    finally:
+        await engine.dispose()
+
+
+async def _grant_statements(connection: AsyncConnection, role: str) -> list[str]:
+    """REVOKE and GRANT statements giving ``role`` exactly its privileges."""
+    from server.models import metadata  # here: the models import half the server
+
+    quote = connection.dialect.identifier_preparer.quote
+    schema = await _scalar(connection, "SELECT current_schema()")
+    names = [*metadata.tables, VERSION_TABLE]
+    tables = list((await connection.execute(text(_TABLES_QUERY), {"names": names})).scalars())
+    sequences = list(
+        (await connection.execute(text(_SEQUENCES_QUERY), {"tables": tables})).scalars()
+    )
+    grantee = quote(role)
+    statements = [
+        f"GRANT USAGE ON SCHEMA {quote(schema)} TO {grantee}",
+        f"REVOKE CREATE ON SCHEMA {quote(schema)} FROM {grantee}",
+    ]
+    by_privileges: dict[str, list[str]] = {}
+    for table in tables:
+        by_privileges.setdefault(RUNTIME_TABLE_PRIVILEGES.get(table, DML), []).append(table)
+    if tables:
+        statements.append(f"REVOKE ALL ON TABLE {_names(quote, tables)} FROM {grantee}")
+    for privileges, group in by_privileges.items():
+        statements.append(f"GRANT {privileges} ON TABLE {_names(quote, group)} TO {grantee}")
+    if sequences:
+        listed = _names(quote, sequences)
+        statements.append(f"REVOKE ALL ON SEQUENCE {listed} FROM {grantee}")
+        statements.append(f"GRANT {RUNTIME_SEQUENCE_PRIVILEGES} ON SEQUENCE {listed} TO {grantee}")
+    return statements
+
+
+async def _warning_at(url: str) -> str | None:
+    engine = create_engine(url)
+    try:
+        return await privileged_role_warning(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _role_of(url: str) -> str:
+    """The role a URL without a user name connects as (libpq's defaults)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await _scalar(connection, "SELECT current_user")
+    finally:
+        await engine.dispose()
+
+
+async def _scalar(connection: AsyncConnection, sql: str) -> str:
+    return str((await connection.exec_driver_sql(sql)).scalar_one())
+
+
+def _names(quote: Callable[[str], str], names: list[str]) -> str:
+    return ", ".join(quote(name) for name in names)
+
+
+def _is_postgres(url: str) -> bool:
+    return make_url(url).get_backend_name() == "postgresql"
+
+
+def _run_blocking(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on its own event loop in a worker thread: callable from plain code and
+    from inside a running loop alike."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, work).result()
