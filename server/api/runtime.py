@@ -130,7 +130,7 @@ def build_runtime(settings: Settings) -> Runtime:
         codec=codec,
         limiter=RateLimiter(counters),
         limits=SessionLimits.from_settings(settings),
-        audit=AuditWriter(audit_engine),
+        audit=AuditWriter(audit_engine, settings.effective_audit_spool_dir),
         refusals=RefusalFolder(window_s=settings.audit_refusal_window_s),
         redis=redis,
     )

@@ -1,75 +1,169 @@
-"""Writing audit rows outside the request's transaction, with group commit.
+"""Writing audit rows outside the request's transaction, with group commit and a spool.
 
-Each request hands its row to ``AuditWriter.write`` and waits until it is committed, so
-an acknowledged request is always audited. Rows arriving while a commit is in flight are
+Each request hands its row to ``AuditWriter.write`` and waits until it is durable, so an
+acknowledged request is always audited. Rows arriving while a commit is in flight are
 written together in the next one: one commit for many requests under load, which keeps
 the audit log from halving the server's throughput.
+
+While the database is unavailable (``server.api.problems.is_unavailable``) a batch is not
+failed but appended to a spool file and fsynced, and the requests go on (with the 503 the
+outage gives them). After a failure the writer spools without trying the database for a
+back-off (0.5 s doubling to 5 s), so requests do not each wait for a failing connect.
+
+The spool (``Spool``): JSON lines under the spool directory, one file per process and
+database (``audit-<database tag>-<pid>-<random>.jsonl``), datetimes and UUIDs kept exactly
+(tagged values). The writing process holds an exclusive ``flock`` on its current file. The
+writer's task replays closed files into ``audit_log`` once the database answers again,
+its own and those another process left (a crashed one, or this server's previous run, at
+start-up): it takes the file's lock without waiting (a file being written or replayed by
+someone else is skipped), inserts its rows in one transaction and deletes the file after
+the commit. Delivery is at-least-once: a row is written twice if the process dies between
+a commit and the file's deletion, or if a connection is lost while its commit was already
+done. A file the database refuses for another reason is renamed ``*.rejected`` and logged,
+never deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
+import json
 import logging
+import os
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from server.api.problems import is_unavailable
 from server.audit.models import AuditEntry
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 500
+MAX_SPOOL_FILE_ROWS = 5000
+"""A spool file is closed (and becomes replayable) after this many rows."""
+
+Row = dict[str, Any]
+Pending = tuple[Row, asyncio.Future[None]]
 
 
 class AuditWriter:
-    """Inserts audit rows on its own connections (never the request's transaction)."""
+    """Inserts audit rows on its own connections (never the request's transaction), and
+    spools them while the database is unavailable (see the module's docstring)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        spool_dir: Path,
+        *,
+        insert_timeout_s: float = 5.0,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 5.0,
+        replay_every_s: float = 1.0,
+        spool_file_rows: int = MAX_SPOOL_FILE_ROWS,
+    ) -> None:
         self.engine = engine
-        self._queue: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[None]]] = asyncio.Queue()
+        self.spool = Spool(spool_dir, database_tag(engine), max_rows=spool_file_rows)
+        self.insert_timeout_s = insert_timeout_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.replay_every_s = replay_every_s
+        self._queue: asyncio.Queue[Pending | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._backoff = 0.0
+        """The current back-off; 0 while the last contact with the database succeeded."""
+        self._down_until = 0.0
+        """``time.monotonic()`` before which rows are spooled without trying the database."""
+        self._next_replay = 0.0
+        """``time.monotonic()`` at which the task next looks for spool files to replay."""
+
+    @property
+    def database_down(self) -> bool:
+        """Whether the last contact with the database failed for unavailability."""
+        return self._backoff > 0
 
     def start(self) -> None:
+        """Start the task that commits batches and replays the spool (files left by an
+        earlier process first)."""
         self._task = asyncio.create_task(self._run(), name="audit-writer")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await self._drain()
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Store every row queued so far (database or spool), end the task, close the
+        spool file (it is replayed by the next writer on this database)."""
+        task, self._task = self._task, None
+        if task is not None:
+            await self._queue.put(None)
+            try:
+                await task
+            finally:
+                await self._store_queued()
+        self.spool.rotate()
 
-    async def write(self, row: dict[str, Any]) -> None:
-        """Return once ``row`` is committed; raise if it could not be."""
-        if self._task is None:  # not started (e.g. a CLI-built app): write directly
-            await self._insert([row])
+    async def write(self, row: Row) -> None:
+        """Return once ``row`` is committed or, while the database is unavailable, spooled.
+        Never raises because the database is unavailable; raises for anything else (a row
+        the database refuses, a spool that cannot be written)."""
+        if self._task is None:  # not started (e.g. a CLI-built app): store directly
+            await self._store([row])
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._queue.put((row, future))
         await future
 
+    # --- the task ---------------------------------------------------------------
+
     async def _run(self) -> None:
         while True:
-            first = await self._queue.get()
-            batch = [first]
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            await self._commit(batch)
+            if self._replay_is_due():
+                try:
+                    await self._replay_step()
+                except Exception:  # e.g. an unreadable spool directory: never end the task
+                    log.exception("audit: replaying the spool failed")
+                    self._next_replay = time.monotonic() + self.max_backoff_s
+            batch, stopping = await self._next_batch(self._idle_s())
+            if batch:
+                await self._commit(batch)
+            if stopping:
+                return
 
-    async def _drain(self) -> None:
-        batch = []
-        while not self._queue.empty():
-            batch.append(self._queue.get_nowait())
+    async def _next_batch(self, wait_s: float) -> tuple[list[Pending], bool]:
+        """Up to ``MAX_BATCH`` queued rows (waiting at most ``wait_s`` for the first), and
+        whether ``stop`` asked the task to end."""
+        items: list[Pending | None] = []
+        if self._queue.empty() and wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                items.append(await asyncio.wait_for(self._queue.get(), wait_s))
+        while len(items) < MAX_BATCH and not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        batch = [item for item in items if item is not None]
+        return batch, len(batch) < len(items)
+
+    def _idle_s(self) -> float:
+        """How long the task may wait for a row before replaying is due."""
+        return max(0.0, max(self._next_replay, self._down_until) - time.monotonic())
+
+    async def _store_queued(self) -> None:
+        batch = [item for item in _drain(self._queue) if item is not None]
         if batch:
             await self._commit(batch)
 
-    async def _commit(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
+    async def _commit(self, batch: list[Pending]) -> None:
         try:
-            await self._insert([row for row, _ in batch])
+            await self._store([row for row, _ in batch])
         except Exception as error:
-            log.exception("audit write failed")
+            log.error("audit write failed", exc_info=error)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(error)
@@ -78,6 +172,300 @@ class AuditWriter:
             if not future.done():
                 future.set_result(None)
 
-    async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        async with self.engine.begin() as connection:
-            await connection.execute(insert(AuditEntry), rows)
+    # --- database or spool ------------------------------------------------------
+
+    async def _store(self, rows: list[Row]) -> None:
+        """Insert ``rows``; spool them if the database is unavailable (or was, within
+        the back-off)."""
+        if time.monotonic() < self._down_until:
+            await self._spool(rows)
+            return
+        try:
+            await self._insert(rows)
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            self._failed(error)
+            await self._spool(rows)
+        else:
+            self._succeeded()
+
+    async def _spool(self, rows: list[Row]) -> None:
+        await asyncio.to_thread(self.spool.append, rows)
+
+    async def _insert(self, rows: list[Row]) -> None:
+        """One transaction; tried again once at once if a pooled connection turned out
+        dead (the pool is then refilled), e.g. the first insert after a restart."""
+        values = [{"repeats": 1, **row} for row in rows]
+        for attempt in (1, 2):
+            try:
+                async with asyncio.timeout(self.insert_timeout_s):
+                    async with self.engine.begin() as connection:
+                        await connection.execute(insert(AuditEntry), values)
+                return
+            except DBAPIError as error:
+                if attempt == 2 or not error.connection_invalidated:
+                    raise
+
+    async def _probe(self) -> bool:
+        """Whether the database answers (``SELECT 1``); updates the back-off."""
+        try:
+            async with asyncio.timeout(self.insert_timeout_s):
+                async with self.engine.connect() as connection:
+                    await connection.execute(text("SELECT 1"))
+        except Exception as error:
+            if not is_unavailable(error):
+                log.error("audit: probing the database failed", exc_info=error)
+            self._failed(error)
+            return False
+        self._succeeded()
+        return True
+
+    def _failed(self, error: BaseException) -> None:
+        if not self._backoff:
+            log.warning("audit: database unavailable (%s); spooling to %s", error, self.spool)
+        self._backoff = min(max(2 * self._backoff, self.backoff_s), self.max_backoff_s)
+        self._down_until = time.monotonic() + self._backoff
+
+    def _succeeded(self) -> None:
+        if self._backoff:
+            log.warning("audit: database available again; replaying %s", self.spool)
+            self._next_replay = 0.0
+        self._backoff = 0.0
+        self._down_until = 0.0
+
+    # --- replay -----------------------------------------------------------------
+
+    def _replay_is_due(self) -> bool:
+        now = time.monotonic()
+        return now >= self._next_replay and now >= self._down_until
+
+    async def _replay_step(self) -> None:
+        """Replay one spool file if the database answers; otherwise look again later."""
+        if self.database_down and not await self._probe():
+            return
+        self.spool.rotate()  # this process's own file becomes replayable
+        for path in await asyncio.to_thread(self.spool.closed_files):
+            outcome = await self._replay(path)
+            if outcome is not Replayed.SKIPPED:
+                return  # one file per step: queued requests are served in between
+        self._next_replay = time.monotonic() + self.replay_every_s
+
+    async def _replay(self, path: Path) -> Replayed:
+        claim = await asyncio.to_thread(self.spool.claim, path)
+        if claim is None:
+            return Replayed.SKIPPED
+        try:
+            if claim.rows:
+                try:
+                    await self._insert(claim.rows)
+                except Exception as error:
+                    if is_unavailable(error):
+                        self._failed(error)
+                        return Replayed.DATABASE_DOWN
+                    log.error("audit spool %s refused; kept as *.rejected", path, exc_info=error)
+                    await asyncio.to_thread(claim.reject)
+                    return Replayed.REJECTED
+                self._succeeded()
+            await asyncio.to_thread(claim.delete)
+            log.info("audit: replayed %d rows from %s", len(claim.rows), path.name)
+            return Replayed.DONE
+        finally:
+            claim.close()
+
+
+class Replayed(Enum):
+    DONE = "done"
+    SKIPPED = "skipped"
+    """Locked by another writer, or gone."""
+    DATABASE_DOWN = "database down"
+    REJECTED = "rejected"
+
+
+def _drain(queue: asyncio.Queue[Pending | None]) -> list[Pending | None]:
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
+def database_tag(engine: AsyncEngine) -> str:
+    """A short name of the database (its URL, password hidden): a spool file is only
+    replayed by writers on the database its rows were meant for."""
+    url = engine.url.render_as_string(hide_password=True)
+    return hashlib.sha256(url.encode()).hexdigest()[:12]
+
+
+# --- the spool files -------------------------------------------------------------
+
+
+class Spool:
+    """This process's spool file of one database, and the closed ones in the directory.
+
+    Blocking (file I/O and fsync): call from a worker thread. Thread-safe.
+    """
+
+    def __init__(self, directory: Path, tag: str, *, max_rows: int = MAX_SPOOL_FILE_ROWS) -> None:
+        self.directory = directory
+        self.max_rows = max_rows
+        self._pattern = f"audit-{tag}-*.jsonl"
+        self._prefix = f"audit-{tag}-{os.getpid()}-"
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._rows = 0
+
+    def __str__(self) -> str:
+        return str(self.directory)
+
+    def append(self, rows: list[Row]) -> None:
+        """Append ``rows`` to this process's file and fsync it (the file is created, and
+        locked, on the first row; closed after ``max_rows`` rows)."""
+        data = b"".join(encode_row(row) for row in rows)
+        with self._lock:
+            if self._fd is None:
+                self._open()
+            assert self._fd is not None
+            try:
+                _write_all(self._fd, data)
+                os.fsync(self._fd)
+            except OSError:
+                self._close()  # the file may end in a torn line: go on in a new one
+                raise
+            self._rows += len(rows)
+            if self._rows >= self.max_rows:
+                self._close()
+
+    def rotate(self) -> None:
+        """Close this process's current file (releasing its lock): it can be replayed."""
+        with self._lock:
+            self._close()
+
+    def closed_files(self) -> list[Path]:
+        """Spool files of this database other than this process's current one, by name."""
+        with self._lock:
+            current = self._path
+        return sorted(p for p in self.directory.glob(self._pattern) if p != current)
+
+    def claim(self, path: Path) -> Claim | None:
+        """``path`` locked for replay with its rows, or None if someone else holds it or
+        it is gone (replayed and deleted by another writer meanwhile)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _same_file(fd, path):
+                os.close(fd)
+                return None
+            with os.fdopen(os.dup(fd), "rb") as stream:
+                rows = list(decode_rows(stream, path))
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return Claim(path, fd, rows)
+
+    def _open(self) -> None:
+        """A new file, locked before its name can match another writer's glob."""
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = f"{self._prefix}{secrets.token_hex(6)}"
+        hidden = self.directory / f".{name}.tmp"
+        fd = os.open(
+            hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path = self.directory / f"{name}.jsonl"
+            os.rename(hidden, path)
+            _fsync_directory(self.directory)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                hidden.unlink()
+            raise
+        self._fd, self._path, self._rows = fd, path, 0
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._path, self._rows = None, None, 0
+
+
+@dataclass
+class Claim:
+    """A spool file locked by this writer (the lock goes with ``close``)."""
+
+    path: Path
+    fd: int
+    rows: list[Row]
+
+    def delete(self) -> None:
+        self.path.unlink()
+        _fsync_directory(self.path.parent)
+
+    def reject(self) -> None:
+        self.path.rename(self.path.with_suffix(".rejected"))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def encode_row(row: Row) -> bytes:
+    """One JSON line; datetimes (with their offset) and UUIDs as tagged values."""
+    return (json.dumps(row, default=_tagged, separators=(",", ":")) + "\n").encode()
+
+
+def decode_rows(lines: Iterable[bytes], origin: Path) -> Iterable[Row]:
+    """The rows of a spool file; a line that is not JSON (a write torn by a crash, whose
+    request was never answered) is skipped and logged."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line, object_hook=_untagged)
+        except ValueError:
+            log.warning("audit spool %s: line %d is not JSON, skipped", origin.name, number)
+
+
+def _tagged(value: object) -> dict[str, str]:
+    if isinstance(value, datetime):
+        return {"$datetime": value.isoformat()}
+    if isinstance(value, uuid.UUID):
+        return {"$uuid": str(value)}
+    raise TypeError(f"an audit row cannot hold {type(value).__name__}")
+
+
+def _untagged(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1:
+        if "$datetime" in obj:
+            return datetime.fromisoformat(obj["$datetime"])
+        if "$uuid" in obj:
+            return uuid.UUID(obj["$uuid"])
+    return obj
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

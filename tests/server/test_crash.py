@@ -4,7 +4,10 @@
    finishes with every position answered exactly once.
 2. PostgreSQL stopped with ``pg_ctl stop -m immediate`` (a crash: no checkpoint, recovery
    from the WAL on restart) while 20 clients drive 20 sessions: every answer acknowledged
-   with 201 is in the database exactly once, and every client can carry on.
+   with 201 is in the database exactly once, and every client can carry on. During the
+   outage nothing is a 500: requests needing the database get 503 + Retry-After, the others
+   (``/openapi.json``) are served, and the audit rows of them all, spooled meanwhile, are in
+   ``audit_log`` once PostgreSQL is back.
 3. Redis (rate-limit counters only) killed and restarted on the same port mid-session:
    nothing is lost and the session lease still refuses a second token.
 
@@ -289,7 +292,15 @@ class Driver:
     """Answers sent without a 201 (error status or transport error)."""
     outcomes: list[tuple[float, str]] = field(default_factory=list)
     """(monotonic time the response arrived, outcome) of every failed request."""
+    without_retry_after: int = 0
+    """503 responses without a Retry-After header."""
     finished_in_storm: bool = False
+
+
+def note_failure(d: Driver, what: str, response: httpx.Response) -> None:
+    d.outcomes.append((time.monotonic(), f"{what}:{response.status_code}"))
+    if response.status_code == 503 and "retry-after" not in response.headers:
+        d.without_retry_after += 1
 
 
 async def storm(client: httpx.AsyncClient, d: Driver, stop: asyncio.Event) -> None:
@@ -306,7 +317,7 @@ async def storm(client: httpx.AsyncClient, d: Driver, stop: asyncio.Event) -> No
             d.finished_in_storm = True
             return
         if got.status_code != 200:
-            d.outcomes.append((time.monotonic(), f"next:{got.status_code}"))
+            note_failure(d, "next", got)
             await asyncio.sleep(0.05)
             continue
         item = got.json()
@@ -326,7 +337,54 @@ async def storm(client: httpx.AsyncClient, d: Driver, stop: asyncio.Event) -> No
         else:
             if item["position"] not in d.acked:
                 d.unacked[item["position"]] = item["item_id"]
-            d.outcomes.append((time.monotonic(), f"answer:{posted.status_code}"))
+            note_failure(d, "answer", posted)
+
+
+async def probe_openapi(client: httpx.AsyncClient, stop: asyncio.Event) -> Counter[str]:
+    """``GET /openapi.json`` (no database needed) every 50 ms until told to stop: outcomes
+    (statuses, or the transport error's name)."""
+    outcomes: Counter[str] = Counter()
+    while not stop.is_set():
+        try:
+            outcomes[str((await client.get("/openapi.json")).status_code)] += 1
+        except httpx.TransportError as error:
+            outcomes[type(error).__name__] += 1
+        await asyncio.sleep(0.05)
+    return outcomes
+
+
+async def audited_statuses(db_url: str) -> Counter[int]:
+    """``status -> requests`` in ``audit_log`` (folded rows count their repeats)."""
+    engine = create_engine(db_url)
+    try:
+        async with engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    select(AuditEntry.status, func.sum(AuditEntry.repeats)).group_by(
+                        AuditEntry.status
+                    )
+                )
+            ).all()
+    finally:
+        await engine.dispose()
+    return Counter({status: int(n) for status, n in rows})
+
+
+SPOOL_REPLAY_TIMEOUT_S = 30.0
+
+
+def spool_files(spool: Path) -> list[Path]:
+    """The audit spool files waiting in ``spool``."""
+    return sorted(spool.glob("*.jsonl"))
+
+
+async def wait_for_empty_spool(spool: Path) -> float:
+    """Wait until no spool file is left in ``spool`` (the server replayed them); seconds."""
+    t0 = time.monotonic()
+    while await asyncio.to_thread(spool_files, spool):
+        assert time.monotonic() - t0 < SPOOL_REPLAY_TIMEOUT_S, "the spool was not replayed"
+        await asyncio.sleep(0.1)
+    return time.monotonic() - t0
 
 
 async def resume(client: httpx.AsyncClient, d: Driver, answered: int) -> Counter[str]:
@@ -374,7 +432,8 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
         # 3 x 2 x 2 x 20 = 240 families for 20 sessions of 10 items, all of one organisation.
         world = await seed_world(db_url, per_cell=20)
         key = world.a.keys["evaluator"]
-        env = serve_env(db_url, redis_server.url)
+        spool = tmp_path / "audit-spool"
+        env = serve_env(db_url, redis_server.url, PROCTOR_AUDIT_SPOOL_DIR=str(spool))
         limits = httpx.Limits(max_connections=N_CLIENTS + 5)
         with serving(env, tmp_path) as server:
             async with httpx.AsyncClient(
@@ -401,9 +460,11 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
                 t_stop = time.monotonic()
                 await asyncio.to_thread(stop_postgres_immediately, pg)
                 t_stopped = time.monotonic()
+                openapi = asyncio.create_task(probe_openapi(client, stop))
                 await asyncio.sleep(1.0)  # the clients keep hammering a server without database
                 stop.set()
                 await asyncio.gather(*tasks)
+                openapi_statuses = await openapi
 
                 acked_before = {d.sid: dict(d.acked) for d in drivers}
                 n_acked = sum(len(a) for a in acked_before.values())
@@ -412,9 +473,20 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
                 assert not errors_before_stop, errors_before_stop
                 assert 0 < n_acked < N_CLIENTS * STORM_ITEMS, "the stop did not hit the storm"
                 assert not any(d.finished_in_storm for d in drivers)
+                # The outage is answered 503 + Retry-After on every route: no 500, no
+                # dropped connection.
+                assert set(outage) <= {"next:503", "answer:503"}, outage
+                n_503 = sum(outage.values())
+                assert n_503 > 0, outage
+                assert sum(d.without_retry_after for d in drivers) == 0
+                assert set(openapi_statuses) == {"200"}, openapi_statuses
 
                 await asyncio.to_thread(start_postgres_again, pg)
                 t_back = time.monotonic()
+                # The audit rows answered meanwhile were spooled; the server replays them.
+                replay_s = await wait_for_empty_spool(spool)
+                audited_503 = (await audited_statuses(db_url))[503]
+                assert audited_503 >= n_503, (audited_503, n_503)
 
                 sids = [d.sid for d in drivers]
                 found = await answer_rows(db_url, sids)
@@ -462,7 +534,9 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
         f"ack), 0 missing, 0 duplicates, {sum(audited.values())} audited 201s; retried "
         f"unacknowledged answers: {dict(retries)}; failures during the outage: {dict(outage)}; "
         f"stopped at +{t_stop - t_storm:.1f} s into the storm, pg_ctl stop took "
-        f"{t_stopped - t_stop:.2f} s, back at +{t_back - t_stop:.1f} s; final rows {final_rows}"
+        f"{t_stopped - t_stop:.2f} s, back at +{t_back - t_stop:.1f} s; final rows {final_rows}; "
+        f"/openapi.json during the outage: {dict(openapi_statuses)}; {n_503} 503s answered, "
+        f"{audited_503} audited after the spool was replayed in {replay_s:.1f} s"
     )
 
 
