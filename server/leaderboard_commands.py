@@ -201,12 +201,7 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
         )
     console.print(table)
     if view.get("diagnostics"):
-        found = view["diagnostics"]
-        console.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
-        for name in found["models"]:
-            ci = _fmt(found["capability_inconsistency"][name], 3)
-            rsa = f"RSA {found['rsa'][name]}, " if found["rsa"] else ""
-            console.print(f"  {name}: {rsa}capability inconsistency {ci}")
+        _print_diagnostics(view["diagnostics"], console)
     if "baselines" in view:
         base = view["baselines"]
         ratings = ", ".join(f"{m['name']} {_fmt(m['elo'], 0)}" for m in base["models"])
@@ -216,6 +211,23 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
     tied = [group for group in view["groups"] if len(group) > 1]
     for group in tied:
         console.print(f"cannot be ordered by the data: {', '.join(group)}")
+
+
+def _print_diagnostics(found: dict[str, Any], console: Console) -> None:
+    """The anisotropy index, each model's RSA and capability inconsistency (those that
+    were computed), then why any statistic is unavailable."""
+    console.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
+    rsa = found["rsa"] or {}
+    inconsistency = found["capability_inconsistency"] or {}
+    for name in found["models"]:
+        parts = [f"RSA {rsa[name]}"] if name in rsa else []
+        if name in inconsistency:
+            parts.append(f"capability inconsistency {_fmt(inconsistency[name], 3)}")
+        if parts:
+            console.print(f"  {name}: {', '.join(parts)}", markup=False)
+    for statistic, reason in found.get("unavailable", {}).items():
+        title = "RSA" if statistic == "rsa" else statistic.replace("_", " ")
+        console.print(f"{title} unavailable: {reason}", markup=False)
 
 
 def _contamination(report: dict[str, Any]) -> str:

@@ -29,17 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from judge.ranking.diagnostics import (
-    LLMEVAL_FAIR_DISCIPLINES,
-    RELE_SCHEMES,
-    AnisotropyResult,
-    CapabilityInconsistency,
-    RankStability,
-    ScoreMatrix,
-    anisotropy_index,
-    capability_inconsistency,
-    rank_stability_amplitude,
-)
+from judge.ranking.diagnostics import Diagnostics, diagnose
 from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
 from judge.ranking.stability import (
     BootstrapReplicates,
@@ -289,41 +279,30 @@ def _usage(record: ModelRecord) -> Usage:
     return Usage(median, p95, tokens_in, tokens_out, cost)
 
 
-@dataclass(frozen=True, slots=True)
-class BoardDiagnostics:
-    """ReLE diagnostics (papers/003 §3.5, §5-6) of the leaderboard's discipline scores.
-
-    Computed over the models scored in every discipline of the board (``models``);
-    ``rsa`` is None when no weighting schemes apply (the ReLE schemes are defined on the
-    ten LLMEval-Fair disciplines; other banks pass their own)."""
-
-    models: tuple[str, ...]
-    anisotropy: AnisotropyResult
-    rsa: dict[str, RankStability] | None
-    inconsistency: CapabilityInconsistency
+BoardDiagnostics = Diagnostics
+"""ReLE diagnostics (papers/003 §3.5, §5-6) of the leaderboard's discipline scores: each
+statistic computed or None with the reason in ``unavailable`` (see
+:func:`~judge.ranking.diagnostics.diagnose`)."""
 
 
 def board_diagnostics(
     board: Leaderboard, schemes: Mapping[str, Mapping[str, float]] | None = None
-) -> BoardDiagnostics | None:
+) -> BoardDiagnostics:
     """Anisotropy index, Rank Stability Amplitude and Capability Inconsistency of the
-    board's per-discipline scores (10-point scale). ``schemes`` default: ReLE's three
-    (``RELE_SCHEMES``) when the disciplines are the LLMEval-Fair ten. None with fewer than
-    two complete models or two disciplines."""
+    board's per-discipline scores (10-point scale), over the models scored in every
+    discipline of the board.
+
+    ``schemes`` default: ReLE's three (``RELE_SCHEMES``) when the disciplines are the
+    LLMEval-Fair ten, none otherwise. Never raises on the board's data: a statistic that
+    cannot be computed (fewer than two complete models or two disciplines, a discipline
+    every model scores 0 in, no applicable schemes, ...) is None with a human-readable
+    reason in ``unavailable``."""
     dims = board.disciplines
     complete = [row for row in board.rows if all(d in row.disciplines for d in dims)]
-    if len(complete) < 2 or len(dims) < 2:
-        return None
-    matrix = ScoreMatrix(
+    return diagnose(
         [row.key for row in complete],
         dims,
         [[row.disciplines[d].score for d in dims] for row in complete],
-    )
-    if schemes is None and set(dims) == set(LLMEVAL_FAIR_DISCIPLINES):
-        schemes = RELE_SCHEMES
-    return BoardDiagnostics(
-        models=matrix.models,
-        anisotropy=anisotropy_index(matrix),
-        rsa=rank_stability_amplitude(matrix, schemes) if schemes else None,
-        inconsistency=capability_inconsistency(matrix),
+        schemes=schemes,
+        label="discipline",
     )

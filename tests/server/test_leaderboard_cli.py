@@ -4,6 +4,7 @@ user runs them: real subprocesses on a database scored through the API and the l
 from __future__ import annotations
 
 import csv
+import io
 import json
 import uuid
 from collections.abc import Callable
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from sqlalchemy import func, select
 
 from bank.models import Item
 from server.database import create_engine, unit_of_work
+from server.leaderboard_commands import print_leaderboard
 from tests.api_harness import World, running_api
 from tests.llm_harness import running_fake_llm
 from tests.server.leaderboard.test_leaderboard_api import drive, register, settings_for
@@ -111,6 +114,7 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
     )
     found = plain["diagnostics"]
     assert found["rsa"] is None and isinstance(found["anisotropy_index"], float)
+    assert list(found["unavailable"]) == ["rsa"]  # and says why
     assert set(found["capability_inconsistency"]) == {top["name"], second["name"]}
     disciplines_of = sorted(top["disciplines"])
     schemes = tmp_path / "schemes.json"
@@ -164,3 +168,28 @@ async def test_bank_anchor_set_withholds_families(
     assert families == 6 and items == change["items"]
     assert too_many.returncode == 1
     assert "cannot withhold 100000" in too_many.stderr
+
+
+def test_the_table_prints_unavailable_diagnostics_with_their_reasons() -> None:
+    """Regression: a null statistic (here capability inconsistency) crashed the table."""
+    reason = "discipline 'D0': every model scores 0, so its difficulty is undefined"
+    view: dict[str, Any] = {
+        "judge": JUDGE,
+        "prompt_version": "v1",
+        "anchor": {"name": None, "designated": False, "note": None},
+        "models": [],
+        "groups": [],
+        "diagnostics": {
+            "models": ["a", "b"],
+            "anisotropy_index": 0.25,
+            "rsa": {"a": 0, "b": 1},
+            "capability_inconsistency": None,
+            "unavailable": {"capability_inconsistency": reason},
+        },
+    }
+    out = io.StringIO()
+    print_leaderboard(view, Console(file=out, width=300, highlight=False))
+    printed = out.getvalue()
+    assert "anisotropy index 0.2500" in printed
+    assert "a: RSA 0" in printed and "b: RSA 1" in printed
+    assert f"capability inconsistency unavailable: {reason}" in printed

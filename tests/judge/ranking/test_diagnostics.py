@@ -21,11 +21,13 @@ from judge.ranking.diagnostics import (
     LLMEVAL_FAIR_DISCIPLINES,
     RELE_DOMAIN_DISCIPLINES,
     RELE_SCHEMES,
+    STATISTICS,
     SchemeError,
     ScoreMatrix,
     anisotropy_index,
     capability_inconsistency,
     competition_ranks,
+    diagnose,
     rank_stability_amplitude,
     scheme_scores,
     validate_schemes,
@@ -189,8 +191,8 @@ def test_table8_rsa_matches_an_independent_computation() -> None:
     all_ranks = np.array(ranks)  # (schemes, models)
     expected = all_ranks.max(axis=0) - all_ranks.min(axis=0)
     assert [result[m].amplitude for m in matrix.models] == expected.astype(int).tolist()
-    for k, scheme in enumerate(RELE_SCHEMES):
-        assert [result[m].ranks[scheme] for m in matrix.models] == all_ranks[k].astype(int).tolist()
+    for k, name in enumerate(RELE_SCHEMES):
+        assert [result[m].ranks[name] for m in matrix.models] == all_ranks[k].astype(int).tolist()
     by_rsa = sorted(result, key=lambda m: (-result[m].amplitude, m))
     assert by_rsa[:3] == ["QwQ-32B", "ChatGLM-Pro", "Spark-3.0"]
     assert [result[m].amplitude for m in by_rsa[:3]] == [8, 7, 7]
@@ -379,3 +381,142 @@ def test_ci_with_given_difficulty_and_its_errors() -> None:
     all_zero = ScoreMatrix(["a", "b"], ["x", "y"], [[0.0, 1.0], [0.0, 2.0]])
     with pytest.raises(ValueError, match="dimension 'x': difficulty 0 is not positive"):
         capability_inconsistency(all_zero)
+
+
+# --- all three on degenerate data: None with a reason, never an error ----------------------
+
+TWO_SCHEMES = {"only-x": {"x": 1.0}, "only-y": {"y": 1.0}}
+
+
+def diagnose_table(values: Any, schemes: Any = TWO_SCHEMES) -> Any:
+    table = np.array(values, dtype=np.float64)
+    n, d = table.shape
+    return diagnose(
+        [f"m{i}" for i in range(n)],
+        ["x", "y", "z"][:d],
+        table,
+        schemes=schemes,
+        label="discipline",
+    )
+
+
+def test_a_dimension_every_model_scores_0_in_leaves_only_ci_unavailable() -> None:
+    found = diagnose_table([[0.0, 2.0, 1.0], [0.0, 1.0, 3.0], [0.0, 3.0, 2.0]])
+    assert found.unavailable == {
+        "capability_inconsistency": (
+            "discipline 'x': every model scores 0, so its difficulty is undefined"
+        )
+    }
+    assert found.inconsistency is None
+    # the pair (y, z) still has a correlation; the RSA is just ranks
+    assert found.anisotropy is not None and found.anisotropy.n_pairs == 1
+    assert found.anisotropy.index == pytest.approx(1 - stats.pearsonr([2, 1, 3], [1, 3, 2])[0])
+    assert found.rsa is not None and found.rsa["m0"].ranks == {"only-x": 1, "only-y": 2}
+
+
+def test_all_zero_and_all_equal_tables_leave_anisotropy_undefined() -> None:
+    zero = diagnose_table([[0.0, 0.0], [0.0, 0.0]])
+    assert zero.anisotropy is None and zero.inconsistency is None
+    assert zero.unavailable["anisotropy_index"] == (
+        "every model scores the same on disciplines 'x', 'y', so no pair of disciplines "
+        "has a defined correlation"
+    )
+    assert zero.unavailable["capability_inconsistency"] == (
+        "discipline 'x': every model scores 0, so its difficulty is undefined; "
+        "discipline 'y': every model scores 0, so its difficulty is undefined"
+    )
+    assert zero.rsa is not None and {r.amplitude for r in zero.rsa.values()} == {0}
+    equal = diagnose_table([[7.0, 7.0], [7.0, 7.0]])
+    assert set(equal.unavailable) == {"anisotropy_index"}
+    assert equal.inconsistency is not None and set(equal.inconsistency.values.values()) == {0.0}
+
+
+def test_anchors_that_all_score_0_make_the_difficulty_undefined() -> None:
+    # ten strong models score 0 on x; two weak ones do not, below the anchors' cut
+    values = [[0.0, 9.0]] * 10 + [[1.0, 0.0], [2.0, 0.0]]
+    found = diagnose(
+        [f"m{i}" for i in range(12)], ["x", "y"], values, schemes=TWO_SCHEMES, label="discipline"
+    )
+    assert found.unavailable == {
+        "capability_inconsistency": "discipline 'x': the 10 anchor models (the best overall) "
+        "all score 0, so its difficulty is undefined"
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "models", "reason"),
+    [
+        ([[1.0, 2.0]], ("m0",), "needs at least two models scored on every discipline, got 1"),
+        ([[1.0], [2.0]], ("m0", "m1"), "needs at least two disciplines, got 1"),
+        (np.zeros((0, 2)), (), "needs at least two models scored on every discipline, got 0"),
+        (np.zeros((0, 0)), (), "needs at least two disciplines, got 0"),
+        (
+            [[1.0, math.nan], [2.0, 1.0]],
+            ("m1",),
+            "needs at least two models scored on every discipline, got 1; 1 left out for a "
+            "score that is not a finite number",
+        ),
+    ],
+    ids=["one-model", "one-discipline", "no-model", "nothing", "nan"],
+)
+def test_too_little_data_leaves_every_statistic_unavailable(
+    values: Any, models: tuple[str, ...], reason: str
+) -> None:
+    found = diagnose_table(values)
+    assert found.unavailable == dict.fromkeys(STATISTICS, reason)
+    assert (found.anisotropy, found.rsa, found.inconsistency) == (None, None, None)
+    assert found.models == models
+
+
+def test_models_with_a_non_finite_score_are_left_out() -> None:
+    found = diagnose_table([[1.0, 2.0], [math.inf, 1.0], [3.0, 1.0], [2.0, 5.0]])
+    assert found.models == ("m0", "m2", "m3") and found.unavailable == {}
+    assert found.inconsistency is not None and set(found.inconsistency.values) == {
+        "m0",
+        "m2",
+        "m3",
+    }
+
+
+def test_rsa_without_schemes_or_with_invalid_ones_says_why() -> None:
+    values = [[1.0, 2.0], [2.0, 1.0]]
+    assert "no weighting schemes apply" in diagnose_table(values, None).unavailable["rsa"]
+    bad = diagnose_table(values, {"s": {"nope": 1.0}}).unavailable["rsa"]
+    assert bad.startswith("invalid weighting schemes: scheme 's': unknown dimension 'nope'")
+    rele = diagnose(["a", "b"], LLMEVAL_FAIR_DISCIPLINES, np.eye(2, 10))
+    assert rele.rsa is not None and set(next(iter(rele.rsa.values())).ranks) == set(RELE_SCHEMES)
+
+
+@FAST
+@given(
+    hnp.arrays(
+        np.float64,
+        st.tuples(st.integers(0, 5), st.integers(0, 3)),
+        elements=st.one_of(
+            st.sampled_from([0.0, 1.0, 3.0]),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+    )
+)
+def test_diagnose_never_raises_and_gives_a_value_or_a_reason(values: Array) -> None:
+    n, d = values.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = diagnose(
+            [f"m{i}" for i in range(n)],
+            ["x", "y", "z"][:d],
+            values,
+            schemes={"all": {"x": 1.0}} if d else None,
+        )
+    computed = {
+        "anisotropy_index": found.anisotropy,
+        "rsa": found.rsa,
+        "capability_inconsistency": found.inconsistency,
+    }
+    for name, value in computed.items():
+        assert (value is None) == (name in found.unavailable), name
+        assert name not in found.unavailable or found.unavailable[name]
+    if found.anisotropy is not None:
+        assert math.isfinite(found.anisotropy.index)
+    if found.inconsistency is not None:
+        assert all(math.isfinite(v) for v in found.inconsistency.values.values())

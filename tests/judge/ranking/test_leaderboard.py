@@ -523,7 +523,8 @@ def test_board_diagnostics_match_numpy_on_the_discipline_matrix() -> None:
         )
     board = build_leaderboard(records, n_resamples=200)
     found = board_diagnostics(board)
-    assert found is not None and found.rsa is not None
+    assert found.rsa is not None and found.anisotropy is not None
+    assert found.inconsistency is not None and found.unavailable == {}
     keys = [row.key for row in board.rows]
     matrix = np.array(
         [
@@ -552,17 +553,44 @@ def test_board_diagnostics_need_two_complete_models_and_own_schemes_elsewhere() 
     few = build_leaderboard(
         [ModelRecord("a", "A", [[3, 0]], disciplines={"x": [3], "y": [0]})], n_resamples=100
     )
-    assert board_diagnostics(few) is None
+    alone = board_diagnostics(few)
+    assert (alone.anisotropy, alone.rsa, alone.inconsistency) == (None, None, None)
+    assert set(alone.unavailable.values()) == {
+        "needs at least two models scored on every discipline, got 1"
+    }
     records = [
         ModelRecord("k", "k", [[3, 0, 3, 3]], disciplines={"x": [3, 0], "y": [3, 3]}),
         ModelRecord("j", "j", [[0, 0, 3, 0]], disciplines={"x": [0, 0], "y": [3, 0]}),
     ]
     board = build_leaderboard(records, n_resamples=100)
     plain = board_diagnostics(board)
-    assert plain is not None and plain.rsa is None  # ReLE's schemes need its disciplines
+    assert plain.rsa is None  # ReLE's schemes need its disciplines
+    assert list(plain.unavailable) == ["rsa"]
+    assert "no weighting schemes apply to these disciplines" in plain.unavailable["rsa"]
     weighted = board_diagnostics(board, {"only-x": {"x": 1.0}, "only-y": {"y": 1.0}})
-    assert weighted is not None and weighted.rsa is not None
+    assert weighted.rsa is not None and weighted.unavailable == {}
     assert {k: r.ranks for k, r in weighted.rsa.items()} == {
         "k": {"only-x": 1, "only-y": 1},
         "j": {"only-x": 2, "only-y": 2},
     }
+
+
+def test_board_diagnostics_with_a_discipline_every_model_scores_0_in() -> None:
+    """Regression: a discipline with difficulty 0 raised ValueError (HTTP 500)."""
+    records = [
+        ModelRecord("k", "k", [[0, 3, 3, 0, 0]], disciplines={"x": [0], "y": [3, 3], "z": [0, 0]}),
+        ModelRecord("j", "j", [[0, 0, 3, 3, 3]], disciplines={"x": [0], "y": [0, 3], "z": [3, 3]}),
+        ModelRecord("i", "i", [[0, 0, 0, 3, 0]], disciplines={"x": [0], "y": [0, 0], "z": [3, 0]}),
+    ]
+    found = board_diagnostics(build_leaderboard(records, n_resamples=100), {"y": {"y": 1.0}})
+    assert found.inconsistency is None
+    assert found.unavailable == {
+        "capability_inconsistency": (
+            "discipline 'x': every model scores 0, so its difficulty is undefined"
+        )
+    }
+    assert found.anisotropy is not None and found.anisotropy.undefined_pairs == (
+        ("x", "y"),
+        ("x", "z"),
+    )
+    assert found.rsa is not None and set(found.rsa) == {"i", "j", "k"}

@@ -282,14 +282,21 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
 ) -> None:
     """Regression: a discipline with difficulty 0 made ``?diagnostics=true`` answer 500."""
     db_url, world = world_db
+
     # both models get every D0 item wrong; "a" gets the rest right, "b" half of the rest
-    plans = {
-        world.a: lambda item: item.discipline != "D0",
-        world.b: lambda item: item.discipline != "D0" and item.subdiscipline == "S0",
-    }
+    def right_a(item: Item) -> bool:
+        return item.discipline != "D0"
+
+    def right_b(item: Item) -> bool:
+        return item.discipline != "D0" and item.subdiscipline == "S0"
+
     async with running_api(settings_for(db_url, llm)) as (_, client):
-        for org, right in plans.items():
+        for org, right in ((world.a, right_a), (world.b, right_b)):
             assert org.model_id is not None
+
+            def reply(item: Item, _: int, right: Callable[[Item], bool] = right) -> str:
+                return answer_for(item, right(item))
+
             await drive(
                 client,
                 db_url,
@@ -297,7 +304,7 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
                 model_id=org.model_id,
                 n_items=12,
                 correct=lambda p: False,
-                answer=lambda item, _, right=right: answer_for(item, right(item)),
+                answer=reply,
             )
         answers = [
             await client.get(
@@ -307,9 +314,9 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
             )
             for keys, role in ((world.a.keys, "admin"), (world.b.keys, "evaluator"))
         ]
-    for answer in answers:
-        assert answer.status_code == 200, answer.text
-        board = answer.json()
+    for response in answers:
+        assert response.status_code == 200, response.text
+        board = response.json()
         assert {d for row in board["models"] for d in row["disciplines"]} == {"D0", "D1", "D2"}
         found = board["diagnostics"]
         assert sorted(found["models"]) == ["model-org-a", "model-org-b"]
