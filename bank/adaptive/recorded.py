@@ -14,7 +14,6 @@ and :func:`load_items` read files.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from bank.formats.safe_json import JsonProblem, parse_json
 from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 STRATUM_FIELDS = ("discipline", "subdiscipline", "type")
@@ -122,16 +122,17 @@ def _score(cell: str, path: str, line: int, column: str, problems: list[InputPro
 
 
 def parse_items(text: str, *, path: str = "<items>") -> dict[str, ItemInfo]:
-    """``question_id`` -> strata fields of every item in the JSONL ``text``."""
+    """``question_id`` -> strata fields of every item in the JSONL ``text``; each line is
+    parsed by :func:`bank.formats.safe_json.parse_json` (hostile lines are problems)."""
     problems: list[InputProblem] = []
     items: dict[str, ItemInfo] = {}
     for line, raw in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is text
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            problems.append(InputProblem(path, line, "json", exc.msg))
+            record = parse_json(raw)
+        except JsonProblem as problem:
+            problems.append(InputProblem(path, line, "json", problem.describe()))
             continue
         if not isinstance(record, dict):
             problems.append(InputProblem(path, line, "json", "not an object"))

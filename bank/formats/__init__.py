@@ -6,17 +6,20 @@ the result. Formats:
 * ``jsonl``: the canonical JSONL format (:mod:`bank.formats.jsonl`);
 * ``gaokao``: GAOKAO-Bench JSON files or a directory of them (:mod:`bank.formats.gaokao`);
 * ``mmlu_pro``: MMLU-Pro ``items.jsonl`` (:mod:`bank.formats.mmlu_pro`).
+
+Every reader parses untrusted JSON with :func:`bank.formats.safe_json.parse_json` (or its
+check), so hostile input is a ``file:line: json: ...`` problem, never a traceback.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bank.formats.gaokao import read_gaokao
 from bank.formats.jsonl import read_jsonl
 from bank.formats.mmlu_pro import read_mmlu_pro
+from bank.formats.safe_json import JsonProblem, parse_json
 from bank.records import RawRecord
 
 FORMATS: tuple[str, ...] = ("jsonl", "gaokao", "mmlu_pro")
@@ -64,9 +67,12 @@ def detect_format(path: Path) -> str:
 
 def _detect_json(path: Path) -> str:
     try:
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON, cannot detect its format ({exc})") from None
+        document = parse_json(path.read_bytes())
+    except JsonProblem as problem:
+        raise ValueError(
+            f"{path}:{problem.line}: json: {problem.describe()}; not valid JSON, cannot "
+            "detect its format"
+        ) from None
     if isinstance(document, dict) and "example" in document:
         return "gaokao"
     raise ValueError(
@@ -79,8 +85,8 @@ def _detect_jsonl(path: Path) -> str:
     with path.open(encoding="utf-8-sig", errors="replace") as stream:
         first = next((line for line in stream if line.strip()), "")
     try:
-        value = json.loads(first)
-    except json.JSONDecodeError:
+        value = parse_json(first)
+    except JsonProblem:
         return "jsonl"  # read_jsonl reports the bad line with its number
     if isinstance(value, dict) and "question_id" in value and "category" in value:
         return "mmlu_pro"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bank.formats.safe_json import DECODER, JsonProblem, check_json, decode_utf8
 from bank.records import OPTION_LETTERS, RawRecord, RecordError, SourceLocation
 
 NAMESPACE = uuid.UUID("a3f7298f-1827-4d31-be12-874547c02f4e")
@@ -201,18 +202,25 @@ def _read_file(path: Path, stats: GaokaoStats) -> Iterator[RawRecord]:
 
 # --- locating the items in the file text -------------------------------------------
 
-_DECODER = json.JSONDecoder()
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 def _located_examples(path: Path) -> list[tuple[int, Any]]:
-    """The items of the file's ``"example"`` array, each with its 1-based start line."""
-    text = _read_text(path)
+    """The items of the file's ``"example"`` array, each with its 1-based start line.
+
+    The text passes :func:`~bank.formats.safe_json.check_json` (nesting, numbers,
+    constants, NUL) before anything decodes it."""
     try:
+        text = decode_utf8(path.read_bytes())
+        check_json(text)
         document, offsets = _scan_document(text)
     except json.JSONDecodeError as exc:
         raise RecordError(
             SourceLocation(str(path), exc.lineno), "json", f"invalid JSON: {exc.msg}"
+        ) from None
+    except JsonProblem as refused:
+        raise RecordError(
+            SourceLocation(str(path), refused.line), "json", refused.describe()
         ) from None
     items = document.get("example")
     if not isinstance(items, list):
@@ -227,15 +235,6 @@ def _located_examples(path: Path) -> list[tuple[int, Any]]:
         (bisect_right(newlines, offset) + 1, item)
         for offset, item in zip(offsets, items, strict=True)
     ]
-
-
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise RecordError(SourceLocation(str(path), line), "json", "not valid UTF-8") from None
 
 
 def _skip(text: str, pos: int) -> int:
@@ -258,7 +257,7 @@ def _scan_document(text: str) -> tuple[dict[str, Any], list[int]]:
     pos = _skip(text, pos + 1)
     more = not text.startswith("}", pos)
     while more:
-        key, pos = _DECODER.raw_decode(text, pos)
+        key, pos = DECODER.raw_decode(text, pos)
         if not isinstance(key, str):
             raise json.JSONDecodeError("expected a property name", text, pos)
         pos = _skip(text, pos)
@@ -267,7 +266,7 @@ def _scan_document(text: str) -> tuple[dict[str, Any], list[int]]:
         if key == "example" and text.startswith("[", pos):
             document[key], offsets, pos = _scan_array(text, pos)
         else:
-            document[key], pos = _DECODER.raw_decode(text, pos)
+            document[key], pos = DECODER.raw_decode(text, pos)
         pos, more = _separator(text, pos, "}")
     pos = _skip(text, pos + 1)
     if pos != len(text):
@@ -283,7 +282,7 @@ def _scan_array(text: str, pos: int) -> tuple[list[Any], list[int], int]:
     more = not text.startswith("]", pos)
     while more:
         offsets.append(pos)
-        value, pos = _DECODER.raw_decode(text, pos)
+        value, pos = DECODER.raw_decode(text, pos)
         values.append(value)
         pos, more = _separator(text, pos, "]")
     return values, offsets, pos + 1

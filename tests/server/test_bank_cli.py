@@ -60,6 +60,38 @@ async def test_a_corrupted_file_is_refused_with_its_line_and_nothing_is_imported
     assert await run_sync(stats, fresh_db_url) == before
 
 
+HOSTILE_LINES: dict[str, tuple[bytes, str]] = {
+    "deep": (b'{"discipline": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper"),
+    "5000-digits": (b'{"discipline": ' + b"9" * 5000 + b"}", "a number of 5000 characters"),
+    "nul": (b'{"discipline": "Law\x00"}', "contains a NUL character"),
+    "not-utf8": (b'{"discipline": "\xff"}', "not valid UTF-8"),
+}
+
+
+async def test_hostile_json_lines_are_refused_with_their_line_and_no_traceback(
+    fresh_db_url: str, tmp_path: Path, run_sync: Any
+) -> None:
+    """Regression: a 200,000-deep line (RecursionError) or a 5,000-digit number (int
+    conversion limit) printed a traceback; every hostile line is ``file:line: json:``."""
+    good = write_jsonl(tmp_path / "good.jsonl", [mc_record(i) for i in range(3)])
+    await run_sync(proctor, fresh_db_url, "bank", "import", str(good))
+    before = await run_sync(stats, fresh_db_url)
+    cases = [(name, 2, line, problem) for name, (line, problem) in HOSTILE_LINES.items()]
+    # as the first line, the format detection reads it too
+    cases += [(name, 1, *HOSTILE_LINES[name]) for name in ("deep", "5000-digits")]
+    for name, lineno, line, problem in cases:
+        bad = tmp_path / f"{name}-{lineno}.jsonl"
+        before_it = json.dumps(mc_record(20)).encode() + b"\n" if lineno == 2 else b""
+        bad.write_bytes(before_it + line + b"\n")
+        result = await run_sync(
+            lambda bad=bad: proctor(fresh_db_url, "bank", "import", str(bad), check=False)
+        )
+        assert result.returncode == 1, (name, result.stderr)
+        assert f"{bad}:{lineno}: json: {problem}" in result.stderr, (name, result.stderr)
+        assert "Traceback" not in result.stderr and "nothing was imported" in result.stderr
+    assert await run_sync(stats, fresh_db_url) == before
+
+
 async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
     fresh_db_url: str, run_sync: Any
 ) -> None:

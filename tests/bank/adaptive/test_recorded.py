@@ -201,6 +201,25 @@ def test_parse_items_reports_each_problem_with_file_line_field(
         assert line.startswith(prefix), (line, prefix)
 
 
+def test_parse_items_reports_hostile_lines_as_problems() -> None:
+    """Regression: deep nesting and huge numbers raised RecursionError / ValueError."""
+    text = "\n".join(
+        [
+            '{"question_id": "a", "category": ' + "[" * 200_000 + "]" * 200_000 + "}",
+            '{"question_id": ' + "9" * 5000 + ', "category": "x"}',
+            '{"question_id": "b", "category": NaN}',
+            '{"question_id": "c", "category": "x"}',
+        ]
+    )
+    with pytest.raises(RecordedInputError) as exc:
+        parse_items(text, path="i.jsonl")
+    assert _errors(exc) == [
+        "i.jsonl:1: json: nested deeper than 64 levels (column 97)",
+        "i.jsonl:2: json: a number of 5000 characters (at most 100) (column 17)",
+        "i.jsonl:3: json: NaN is not a JSON number (column 34)",
+    ]
+
+
 def test_parse_items_reports_every_problem_at_once() -> None:
     """A file with several bad lines lists them all, in order."""
     text = '{"question_id": 1}\n{oops\n"str"\n{"question_id": 2, "category": "c"}\n{}\n'

@@ -390,6 +390,27 @@ def test_invalid_json_reports_the_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "nested deeper than 64 levels"),
+        ("9" * 5000, "a number of 5000 characters"),
+        ("-Infinity", "-Infinity is not a JSON number"),
+        ('"a\x00"', "contains a NUL character"),
+    ],
+    ids=["deep", "5000-digits", "infinity", "nul"],
+)
+def test_hostile_json_reports_the_line(tmp_path: Path, value: str, problem: str) -> None:
+    path = tmp_path / "2010-2022_Math_I_MCQs.json"
+    path.write_text(
+        '{\n  "example": [\n    {"question": "q", "index": 1},\n    {"score": '
+        + value
+        + "}\n  ]\n}\n",
+        encoding="utf-8",
+    )
+    assert str(_error(path)).startswith(f"{path}:4: json: {problem}")
+
+
+@pytest.mark.parametrize(
     "text",
     [
         '{"example": [1,]}',

@@ -95,6 +95,33 @@ def test_records_stop_at_the_first_error_lazily(tmp_path: Path) -> None:
         next(records)
 
 
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b'{"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper than 64 levels"),
+        (b'{"discipline": ' + b"9" * 5000 + b"}", "a number of 5000 characters"),
+        (b'{"discipline": NaN}', "NaN is not a JSON number"),
+        (b'{"discipline": 1e999}', "number 1e999 is out of range"),
+        (b'{"question": "a\x00b"}', "contains a NUL character"),
+        (b'{"question": 1, \x00}', "contains a NUL character"),
+        (b'{"question": "\xc3("}', "not valid UTF-8"),
+    ],
+    ids=["deep", "5000-digits", "nan", "overflow", "nul-in-string", "nul", "bad-utf8"],
+)
+def test_hostile_lines_are_errors_on_their_line(tmp_path: Path, line: bytes, problem: str) -> None:
+    """Regression: RecursionError / int-limit ValueError escaped as tracebacks."""
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(json.dumps(ITEM).encode() + b"\n" + line + b"\n")
+    records = read_jsonl(path)
+    assert next(records).location.line == 1
+    with pytest.raises(RecordError) as caught:
+        next(records)
+    assert str(caught.value).startswith(f"{path}:2: json: {problem}")
+    assert detect_format(path) == "jsonl"
+    path.write_bytes(line + b"\n")  # as the first line, detection must not fail either
+    assert detect_format(path) == "jsonl"
+
+
 # --- detect_format / read_records ---------------------------------------------------
 
 
@@ -129,6 +156,7 @@ def test_detects_gaokao_directories_and_files(tmp_path: Path) -> None:
         ("items.csv", "a,b\n", "cannot tell the format"),
         ("items.json", '{"items": []}', 'without a top-level "example"'),
         ("items.json", "{not json", "not valid JSON"),
+        ("items.json", '{"example": ' + "[" * 100_000, r"items.json:1: json: nested deeper"),
     ],
 )
 def test_undetectable_formats_are_value_errors(
