@@ -14,10 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from clients.runner.cli import run_command
 from fakellm.cli import fake_llm_app
 from server.analyze_commands import analyze_command
+from server.auth.permissions import PLATFORM_ROLES
 from server.auth.service import create_api_key
 from server.bank_commands import app as bank_app
 from server.config import get_settings
 from server.database import migrate, runtime_role_warning
+from server.errors import Conflict
 from server.judge_commands import app as judge_app
 from server.leaderboard_commands import leaderboard_command, set_anchor_command
 from server.orgs.service import create_org, find_org, get_org
@@ -56,12 +58,21 @@ def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) 
 def admin_create_org(
     name: str,
     exist_ok: bool = typer.Option(False, "--exist-ok", help="Succeed if it exists already."),
+    operator: bool = typer.Option(
+        False,
+        "--operator",
+        help="The operator's own organisation: the only one whose keys may be admin or "
+        "auditor, roles that act on every organisation. At most one.",
+    ),
 ) -> None:
-    """Create an organisation and print its id."""
+    """Create an organisation and print its id. With --exist-ok --operator an existing
+    organisation of that name must be the operator already (it is never promoted)."""
 
     async def work(session: AsyncSession) -> str:
         existing = await find_org(session, name=name) if exist_ok else None
-        org = existing or await create_org(session, name=name)
+        if existing is not None and operator and not existing.is_operator:
+            raise Conflict(f"organisation {existing.name!r} exists and is not the operator")
+        org = existing or await create_org(session, name=name, operator=operator)
         return str(org.id)
 
     typer.echo(run_in_unit_of_work(work))
@@ -70,16 +81,29 @@ def admin_create_org(
 @admin_app.command("create-key")
 def admin_create_key(
     org: str = typer.Option(..., "--org", help="Organisation name."),
-    role: str = typer.Option(..., "--role", help="admin, evaluator, vendor or auditor."),
+    role: str = typer.Option(
+        ...,
+        "--role",
+        help="evaluator or vendor (own organisation), or a platform role, admin or auditor, "
+        "which acts on every organisation and only the operator organisation's keys may have.",
+    ),
 ) -> None:
-    """Create an API key and print it once (only its hash is stored)."""
+    """Create an API key and print it once (only its hash is stored). A platform-role key
+    is refused unless --org is the operator organisation, and warned about on stderr."""
 
     async def work(session: AsyncSession) -> str:
         owner = await get_org(session, name=org)
         _, key = await create_api_key(session, org_id=owner.id, role=role)
         return key
 
-    typer.echo(run_in_unit_of_work(work))
+    key = run_in_unit_of_work(work)
+    if role in PLATFORM_ROLES:
+        typer.echo(
+            f"warning: this {role} key acts on every organisation, not only {org!r}; "
+            "keep it to the operator's staff",
+            err=True,
+        )
+    typer.echo(key)
 
 
 @app.command("serve")

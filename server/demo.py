@@ -224,7 +224,7 @@ async def _seed(url: str, config: DemoConfig) -> tuple[list[str], list[_Tenant],
                 org = await create_org(db, name=f"org-{name}")
                 _, key = await create_api_key(db, org_id=org.id, role="evaluator")
                 tenants.append(_Tenant(name, accuracy, key))
-            admin_org = await create_org(db, name="demo-admin")
+            admin_org = await create_org(db, name="demo-admin", operator=True)
             _, admin_key = await create_api_key(db, org_id=admin_org.id, role="admin")
     finally:
         await engine.dispose()

@@ -2,8 +2,10 @@
 
 ``running_api`` starts the app (engine, audit writer, sweeper) on ``db_url`` and gives an
 ``httpx.AsyncClient`` talking to it in process through ASGI. ``seed_world`` fills the
-database with a small bank, two organisations and an API key per role, so a test can log
-in as anyone. ``live_server`` runs ``proctor serve`` as a real process for crash tests.
+database with a small bank and two organisations: org-a, the operator, with an API key per
+role, so a test can log in as anyone, and org-b with the organisation roles' keys only
+(evaluator, vendor; platform roles belong to the operator's organisation). ``live_server``
+runs ``proctor serve`` as a real process for crash tests.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx
 from fastapi import FastAPI
 
 from server.app import create_app
+from server.auth.permissions import PLATFORM_ROLES
 from server.auth.service import create_api_key
 from server.config import Settings
 from server.database import create_engine, unit_of_work
@@ -33,6 +36,8 @@ from tests.factories import make_bank, make_org
 
 JWT_SECRET = "test-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
 ROLES = ("admin", "evaluator", "vendor", "auditor")
+ORG_ROLES = tuple(role for role in ROLES if role not in PLATFORM_ROLES)
+"""The roles a key of a non-operator organisation may have."""
 
 
 def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -> Settings:
@@ -86,7 +91,8 @@ async def seed_world(
     subdisciplines: int = 2,
 ) -> World:
     """A bank (``disciplines`` × ``qtypes`` × ``subdisciplines`` × ``per_cell`` items,
-    augmented), two organisations with a key per role and one registered model each."""
+    augmented) and two organisations with one registered model each: ``a`` is the operator
+    and has a key per role (``ROLES``), ``b`` has keys of ``ORG_ROLES`` only."""
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
@@ -100,10 +106,10 @@ async def seed_world(
             )
         orgs = []
         async with unit_of_work(engine) as db:
-            for name in ("org-a", "org-b"):
-                org = await make_org(db, name)
+            for name, operator, roles in (("org-a", True, ROLES), ("org-b", False, ORG_ROLES)):
+                org = await make_org(db, name, operator=operator)
                 record = Org(org.id, name)
-                for role in ROLES:
+                for role in roles:
                     _, record.keys[role] = await create_api_key(db, org_id=org.id, role=role)
                 model = RegisteredModel(org_id=org.id, name=f"model-{name}", api_snapshot="v1")
                 db.add(model)

@@ -59,9 +59,11 @@ def raw_records(records: Iterable[dict[str, Any]], path: str = "test.jsonl") -> 
     return [RawRecord(SourceLocation(path, i), r) for i, r in enumerate(records, start=1)]
 
 
-async def make_org(session: AsyncSession, name: str | None = None) -> Organisation:
-    """A new organisation with a unique name."""
-    return await create_org(session, name=name or f"org-{uuid.uuid4().hex[:8]}")
+async def make_org(
+    session: AsyncSession, name: str | None = None, *, operator: bool = False
+) -> Organisation:
+    """A new organisation with a unique name (the operator's if ``operator``)."""
+    return await create_org(session, name=name or f"org-{uuid.uuid4().hex[:8]}", operator=operator)
 
 
 async def make_bank(

@@ -11,14 +11,22 @@ from server.orgs.models import Organisation
 MAX_NAME = 200
 
 
-async def create_org(session: AsyncSession, *, name: str) -> Organisation:
-    """Create organisation ``name``; ``Conflict`` if the name is taken."""
+async def create_org(session: AsyncSession, *, name: str, operator: bool = False) -> Organisation:
+    """Create organisation ``name``; ``Conflict`` if the name is taken.
+
+    ``operator`` makes it the operator's own organisation, the only one whose keys may have
+    a platform role (admin, auditor: they act on every organisation); ``Conflict`` naming
+    the existing one if there is an operator organisation already (there is at most one)."""
     name = name.strip()
     if not name or len(name) > MAX_NAME:
         raise InvalidInput(f"organisation name must be 1-{MAX_NAME} characters, got {name!r}")
     if await find_org(session, name=name) is not None:
         raise Conflict(f"organisation {name!r} already exists")
-    org = Organisation(name=name)
+    if operator and (existing := await find_operator_org(session)) is not None:
+        raise Conflict(
+            f"organisation {existing.name!r} is the operator already; there can be only one"
+        )
+    org = Organisation(name=name, is_operator=operator)
     session.add(org)
     await session.flush()
     return org
@@ -39,3 +47,9 @@ async def get_org(session: AsyncSession, *, name: str) -> Organisation:
             f"no organisation named {name!r} (create it with: proctor admin create-org {name!r})"
         )
     return org
+
+
+async def find_operator_org(session: AsyncSession) -> Organisation | None:
+    """The operator's organisation (``Organisation.is_operator``), or None if there is none."""
+    result = await session.execute(select(Organisation).where(Organisation.is_operator))
+    return result.scalar_one_or_none()

@@ -340,7 +340,7 @@ async def create_admin_key(db_url: str) -> str:
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
-            org = await create_org(db, name="sim-admin")
+            org = await create_org(db, name="sim-admin", operator=True)
             _, key = await create_api_key(db, org_id=org.id, role="admin")
     finally:
         await engine.dispose()

@@ -14,9 +14,14 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
-from tests.api_harness import World, login, open_session
+from server.auth.permissions import PLATFORM_ROLES
+from server.auth.service import create_api_key
+from server.database import create_engine, unit_of_work
+from server.errors import InvalidInput
+from tests.api_harness import ORG_ROLES, World, login, open_session
 
 REFUSED = (403, 404)
 
@@ -52,7 +57,8 @@ async def test_org_b_cannot_reach_org_a(api: tuple[httpx.AsyncClient, World, Fas
     }
 
     b_org = str(world.b.id)
-    for role in ("vendor", "evaluator"):
+    assert set(world.b.keys) == set(ORG_ROLES)
+    for role in ORG_ROLES:
         b = await login(client, world.b.keys[role])
         answer = {"position": item["position"], "item_id": item["item_id"], "answer": "B"}
         attempts: list[tuple[str, str, Any]] = [
@@ -96,6 +102,19 @@ async def test_org_b_cannot_reach_org_a(api: tuple[httpx.AsyncClient, World, Fas
     assert posted.status_code == 201, posted.text
     a_sessions = (await client.get("/v1/sessions", headers=a_eval)).json()
     assert {s["org_id"] for s in a_sessions} == {str(world.a.id)}
+
+
+async def test_org_b_cannot_have_a_platform_role_key(world_db: tuple[str, World]) -> None:
+    """Admin and auditor act on every organisation, so B (not the operator) gets neither."""
+    db_url, world = world_db
+    engine = create_engine(db_url)
+    try:
+        for role in sorted(PLATFORM_ROLES):
+            with pytest.raises(InvalidInput, match="the operator organisation is 'org-a'"):
+                async with unit_of_work(engine) as db:
+                    await create_api_key(db, org_id=world.b.id, role=role)
+    finally:
+        await engine.dispose()
 
 
 async def test_session_scoped_token_is_confined_to_its_session(
