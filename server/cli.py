@@ -131,7 +131,9 @@ def serve(
         workers=workers,
         log_level=log_level,
         access_log=False,
-        proxy_headers=False,
+        # the client address (rate limits, audit) is the peer's, unless it is a trusted proxy
+        proxy_headers=bool(limits.trusted_proxies),
+        forwarded_allow_ips=limits.trusted_proxies or None,
         # header and body read deadlines (slowloris); pinned to httptools, which it extends
         http=DeadlineHttpToolsProtocol,
         limit_concurrency=limits.http_max_connections,

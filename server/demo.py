@@ -206,6 +206,7 @@ def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Se
         max_concurrent_sessions=config.sessions + 2,
         max_sessions_per_period=1000,
         rate_limit_per_minute=10_000_000,
+        rate_limit_org_per_minute=10_000_000,
         leaderboard_resamples=1000,
     )
 

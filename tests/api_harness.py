@@ -47,6 +47,8 @@ def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -
         "redis_url": redis_url,
         "jwt_secret": JWT_SECRET,
         "rate_limit_per_minute": 100_000,
+        "rate_limit_org_per_minute": 1_000_000,
+        "auth_failures_per_minute": 100_000,
         "max_concurrent_sessions": 50,
         "max_sessions_per_period": 1000,
     }

@@ -18,6 +18,7 @@ A body that is not JSON at all passes through: the application's own validation 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -142,20 +143,73 @@ def url_problem(scope: Scope) -> str | None:
 
 def body_problems(body: bytes, *, max_depth: int) -> list[str]:
     """What is wrong with a JSON body, as ``path: what`` strings (empty: acceptable, or not
-    JSON at all, which the route's own validation reports)."""
+    JSON at all, which the route's own validation reports).
+
+    Bytes that are not UTF-8 are decoded as lone surrogates (``surrogateescape``) so that
+    the field holding them can be named like one holding an escaped lone surrogate."""
     if not body.strip():
         return []
     try:
         text = body.decode("utf-8")
+        invalid_byte = None
     except UnicodeDecodeError as error:
-        return [f"body: not valid UTF-8 (byte {error.start})"]
+        text = body.decode("utf-8", "surrogateescape")
+        invalid_byte = error.start
     try:
         document = json.loads(text)
-    except RecursionError:
-        return [f"body: JSON nested deeper than {max_depth} levels"]
-    except ValueError:  # not JSON (or a number past the int digit limit): the route says
-        return []
-    return list(_walk(document, max_depth=max_depth))
+    except RecursionError:  # far deeper than any limit: find where without recursing
+        return [f"{_deep_path(text, max_depth)}: JSON nested deeper than {max_depth} levels"]
+    except ValueError:  # not JSON: the route says so, unless the bytes are the reason
+        return [] if invalid_byte is None else [_not_utf8(invalid_byte)]
+    problems = list(_walk(document, max_depth=max_depth))
+    if invalid_byte is not None and not problems:
+        problems.append(_not_utf8(invalid_byte))
+    return problems
+
+
+def _not_utf8(position: int) -> str:
+    return f"body: not valid UTF-8 (byte {position})"
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
+MAX_SCAN_TOKENS = 100_000
+
+
+def _deep_path(text: str, max_depth: int) -> str:
+    """The path of the first container nested ``max_depth`` deep in JSON ``text``, by a
+    token scan (no recursion; gives up with ``body`` after ``MAX_SCAN_TOKENS`` tokens)."""
+    path: list[str | int] = []
+    expecting_key = False
+    for count, match in enumerate(_TOKEN.finditer(text)):
+        if count >= MAX_SCAN_TOKENS:
+            break
+        token = match.group()
+        if token in ("[", "{"):
+            if len(path) >= max_depth:
+                break
+            path.append(0 if token == "[" else "")
+            expecting_key = token == "{"
+        elif token in ("]", "}"):
+            if path:
+                path.pop()
+        elif token == ",":
+            if path and isinstance(path[-1], int):
+                path[-1] += 1
+            else:
+                expecting_key = True
+        elif token == ":":
+            expecting_key = False
+        elif expecting_key and path:
+            path[-1] = _key_text(token)
+    return "body" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _key_text(token: str) -> str:
+    try:
+        key = json.loads(token)
+    except ValueError:
+        key = token[1:-1]
+    return str(key)
 
 
 def _walk(document: Any, *, max_depth: int) -> Iterator[str]:
@@ -189,7 +243,7 @@ def text_problem(value: str) -> str | None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return "contains a lone surrogate (not valid Unicode text)"
+        return "is not valid UTF-8 text (a lone surrogate or an invalid byte)"
     return None
 
 

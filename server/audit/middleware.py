@@ -21,6 +21,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bank.database import utcnow
+from server.api.problems import is_unavailable
 from server.api.runtime import Runtime
 from server.audit.refusals import is_foldable
 
@@ -51,10 +52,13 @@ class AuditMiddleware:
 
         try:
             await self.app(scope, receive, send_audited)
-        finally:
-            if not audited:  # the app failed without starting a response
-                audited = True
-                await self._audit(audit_row(scope, 500))
+        except BaseException as error:
+            if not audited:  # the app failed without starting a response: the error
+                audited = True  # page the outer handler sends says 503 or 500 alike
+                await self._audit(audit_row(scope, 503 if is_unavailable(error) else 500))
+            raise
+        if not audited:  # finished without answering at all
+            await self._audit(audit_row(scope, 500))
 
     async def _audit(self, row: dict[str, Any]) -> None:
         runtime = self._runtime_of()

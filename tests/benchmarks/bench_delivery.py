@@ -907,6 +907,7 @@ def main() -> None:
             "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (args.vendors + pgb_clients)),
             "PROCTOR_MAX_SESSIONS_PER_PERIOD": str(100 * (args.vendors + pgb_clients)),
             "PROCTOR_RATE_LIMIT_PER_MINUTE": "100000000",
+            "PROCTOR_RATE_LIMIT_ORG_PER_MINUTE": "100000000",
             "PROCTOR_MAX_SESSION_ITEMS": str(max(5000, args.items, args.pgbench_items)),
         }
         postmaster = int((pg.socket_dir / "data" / "postmaster.pid").read_text().split()[0])

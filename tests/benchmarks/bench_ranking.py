@@ -1216,6 +1216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "PROCTOR_JUDGES": json.dumps(judges),
                 "PROCTOR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
                 "PROCTOR_RATE_LIMIT_PER_MINUTE": "10000000",
+                "PROCTOR_RATE_LIMIT_ORG_PER_MINUTE": "10000000",
                 "PROCTOR_MAX_SESSIONS_PER_PERIOD": "1000",
                 "PROCTOR_MAX_CONCURRENT_SESSIONS": str(max(5, args.sessions)),
                 "PROCTOR_MAX_SESSION_ITEMS": str(max(5000, args.items)),

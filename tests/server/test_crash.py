@@ -68,6 +68,7 @@ def serve_env(db_url: str, redis_url: str, **extra: str) -> dict[str, str]:
         "PROCTOR_REDIS_URL": redis_url,
         "PROCTOR_JWT_SECRET": JWT_SECRET,
         "PROCTOR_RATE_LIMIT_PER_MINUTE": "100000",
+        "PROCTOR_RATE_LIMIT_ORG_PER_MINUTE": "1000000",
         "PROCTOR_MAX_CONCURRENT_SESSIONS": "50",
         "PROCTOR_MAX_SESSIONS_PER_PERIOD": "1000",
     }

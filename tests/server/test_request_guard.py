@@ -23,14 +23,19 @@ DEPTH = 32
     ("body", "where"),
     [
         (b'{"answer": "a\\u0000b"}', "body.answer: contains a NUL"),
-        (b'{"answer": "\\ud800"}', "body.answer: contains a lone surrogate"),
-        (b'{"answer": "\\udfff x"}', "body.answer: contains a lone surrogate"),
-        (b'{"answer": "\\ud800\\u0041"}', "body.answer: contains a lone surrogate"),
+        (b'{"answer": "\\ud800"}', "body.answer: is not valid UTF-8 text"),
+        (b'{"answer": "\\udfff x"}', "body.answer: is not valid UTF-8 text"),
+        (b'{"answer": "\\ud800\\u0041"}', "body.answer: is not valid UTF-8 text"),
         (b'{"options": ["ok", "\\u0000"]}', "body.options[1]: contains a NUL"),
         (b'{"usage": {"x\\u0000": 1}}', "body.usage: a field name contains a NUL"),
-        (b'{"answer": "\xff"}', "body: not valid UTF-8 (byte 12)"),
-        (b'{"answer": "\xed\xa0\x80"}', "body: not valid UTF-8"),
-        (b"[" * 10_000 + b"]" * 10_000, f"nested deeper than {DEPTH} levels"),
+        (b'{"answer": "\xff"}', "body.answer: is not valid UTF-8 text"),
+        (b'{"answer": "\xed\xa0\x80"}', "body.answer: is not valid UTF-8 text"),
+        (b'{"a": 1, "b": [\xff]}', "body: not valid UTF-8 (byte 15)"),
+        (b"[" * 10_000 + b"]" * 10_000, f"body{'[0]' * DEPTH}: JSON nested deeper than"),
+        (
+            b'{"x": "[{", "u": {"k": [1, ' + b"[" * 5000 + b"]" * 5000 + b"]}}",
+            "body.u.k[1]" + "[0]" * (DEPTH - 3) + ": JSON nested deeper than",
+        ),
         (b"[" * (DEPTH + 1) + b"]" * (DEPTH + 1), f"nested deeper than {DEPTH} levels"),
     ],
 )
@@ -121,7 +126,7 @@ async def test_hostile_requests_end_to_end(world_db: tuple[str, World]) -> None:
             "/v1/models", content=json.dumps(family).encode(), headers=headers
         )
         assert surrogate.status_code == 422, surrogate.text
-        assert "body.family: contains a lone surrogate" in surrogate.json()["detail"]
+        assert "body.family: is not valid UTF-8 text" in surrogate.json()["detail"]
         big = await client.post("/v1/models", content=b" " * 5000, headers=headers)
         assert big.status_code == 413 and big.headers["content-type"] == "application/problem+json"
         nul = await client.get("/v1/leaderboard", params={"judge": "a\x00"}, headers=admin)
