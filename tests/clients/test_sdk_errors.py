@@ -190,7 +190,15 @@ def test_types_ignore_unknown_fields_and_parse_times() -> None:
 def test_scoring_is_complete_when_nothing_more_will_be_scored(
     state: str, waiting: int, complete: bool
 ) -> None:
-    progress = sdk.ScoringProgress("s", state, "none", "v1", 3, 1, 0, waiting, 3)
+    progress = sdk.ScoringProgress(
+        session_id="s",
+        state=state,
+        judge="none",
+        prompt_version="v1",
+        answers=3,
+        judged=3 - waiting,
+        waiting=waiting,
+    )
     assert progress.complete is complete
 
 

@@ -24,6 +24,7 @@ from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import (
     answer_for,
     judged_settings,
+    load_item,
     table_counts,
     verdicts,
     wait_until,
@@ -412,13 +413,7 @@ async def test_replay_delivery_shows_only_the_beginning(
         sid = opened.json()["id"]
         headers = await login(client, world.a.keys["vendor"], sid)
         delivered = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            item = await db.get(Item, uuid.UUID(delivered["item_id"]))
-    finally:
-        await engine.dispose()
-    assert item is not None
+    item = await load_item(db_url, delivered["item_id"])
     masked = replay_mask(item.question)
     assert masked is not None
     assert delivered["qtype"] == "replay" and delivered["options"] is None

@@ -88,6 +88,18 @@ async def drive_session(
     return DrivenSession(sid, expected, qtypes)
 
 
+async def load_item(db_url: str, item_id: str | uuid.UUID) -> Item:
+    """The bank item ``item_id`` (with its answer: tests only)."""
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            item = await db.get(Item, uuid.UUID(str(item_id)))
+    finally:
+        await engine.dispose()
+    assert item is not None, f"no item {item_id}"
+    return item
+
+
 async def verdicts(db_url: str, session_id: uuid.UUID) -> list[Verdict]:
     engine = create_engine(db_url)
     try:

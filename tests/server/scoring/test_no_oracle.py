@@ -11,18 +11,20 @@ not open to vendors, and their estimate is hidden from non-platform roles until 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from bank.models import Item
-from server.database import create_engine, unit_of_work
 from tests.api_harness import World, login, open_session, running_api
 from tests.llm_harness import FakeLlm, running_fake_llm
-from tests.server.scoring.scoring_harness import answer_for, judged_settings, wait_until
+from tests.server.scoring.scoring_harness import (
+    answer_for,
+    judged_settings,
+    load_item,
+    wait_until,
+)
 
 VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id"}
 
@@ -37,13 +39,7 @@ async def answer_first_item(
     client: httpx.AsyncClient, db_url: str, headers: dict[str, str], sid: str, *, right: bool
 ) -> None:
     delivered = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            item = await db.get(Item, uuid.UUID(delivered["item_id"]))
-    finally:
-        await engine.dispose()
-    assert item is not None
+    item = await load_item(db_url, delivered["item_id"])
     body = {
         "position": delivered["position"],
         "item_id": delivered["item_id"],
