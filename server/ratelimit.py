@@ -29,10 +29,6 @@ class Counters(Protocol):
         their counts (0 each if the counters are unavailable)."""
         ...
 
-    async def get(self, key: str, window_s: int) -> int:
-        """The count of ``key`` in the current window, without incrementing it."""
-        ...
-
 
 class MemoryCounters:
     """Counters in a dict: one process, the embedded default and tests of the limiter."""
@@ -56,10 +52,6 @@ class MemoryCounters:
             self._counts[full] = self._counts.get(full, 0) + 1
             counts.append(self._counts[full])
         return counts
-
-    async def get(self, key: str, window_s: int) -> int:
-        self._roll(window_s)
-        return self._counts.get(f"{key}|{window_s}", 0)
 
 
 class RedisCounters:
@@ -86,14 +78,6 @@ class RedisCounters:
             return [0] * len(keys)
         return [int(count) for count in replies[::2]]
 
-    async def get(self, key: str, window_s: int) -> int:
-        try:
-            value = await self._redis.get(self._full(key, window_s))
-        except (RedisError, OSError) as error:
-            log.warning("rate limit counters unavailable, not limiting: %s", error)
-            return 0
-        return int(value or 0)
-
 
 @dataclass(frozen=True, slots=True)
 class Limit:
@@ -118,6 +102,9 @@ class RateLimiter:
         self.counters = counters
         self.window_s = window_s
         self._clock = clock
+        self._reached: set[str] = set()
+        """Keys of ``count`` limits reached in ``_reached_window`` (this process saw it)."""
+        self._reached_window = -1
 
     async def hit(self, *limits: Limit) -> None:
         """Count one request against every limit; ``TooManyRequests`` with Retry-After if
@@ -127,14 +114,26 @@ class RateLimiter:
             if count > limit.per_window:
                 self._refuse(limit)
 
-    async def check(self, limit: Limit) -> None:
-        """``TooManyRequests`` if ``limit`` is already reached, without counting."""
-        if await self.counters.get(limit.key, self.window_s) >= limit.per_window:
+    def check(self, limit: Limit) -> None:
+        """``TooManyRequests`` if ``count`` has seen ``limit`` reached in this window; no
+        I/O, so it can run before anything else on every request. Each process learns it
+        from its own ``count`` calls, which read the shared total: a flood spread over
+        replicas is stopped in each of them once the total is reached."""
+        if limit.key in self._reached_now():
             self._refuse(limit)
 
-    async def count(self, key: str) -> None:
-        """Count one event under ``key`` (e.g. a refused authentication)."""
-        await self.counters.incr([key], self.window_s)
+    async def count(self, limit: Limit) -> None:
+        """Count one event (e.g. a refused authentication) against ``limit``."""
+        (total,) = await self.counters.incr([limit.key], self.window_s)
+        if total >= limit.per_window:
+            self._reached_now().add(limit.key)
+
+    def _reached_now(self) -> set[str]:
+        window = int(self._clock() // self.window_s)
+        if window != self._reached_window:
+            self._reached_window = window
+            self._reached = set()
+        return self._reached
 
     def _refuse(self, limit: Limit) -> None:
         remaining = self.window_s - (self._clock() % self.window_s)

@@ -49,12 +49,12 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
     missing, invalid, expired or revoked (counted against the address); 429 past the API
     key's or the organisation's rate limit; 403 if the token is scoped to another session
     (except on ``SELF_ROUTES``)."""
-    address = client_address(request)
-    await runtime.limiter.check(failure_limit(runtime.settings, address))
+    failures = failure_limit(runtime.settings, client_address(request))
+    runtime.limiter.check(failures)
     try:
         principal = await _verified_principal(request, runtime, db)
     except Unauthorized:
-        await runtime.limiter.count(failure_limit(runtime.settings, address).key)
+        await runtime.limiter.count(failures)
         raise
     request.state.principal = principal
     await runtime.limiter.hit(*request_limits(runtime.settings, principal))

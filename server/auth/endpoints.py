@@ -25,14 +25,14 @@ async def issue_token(
     """Exchange an API key for a short-lived bearer token (optionally scoped to a session)."""
     address = client_address(request)
     failures = failure_limit(runtime.settings, address)
-    await runtime.limiter.check(failures)
+    runtime.limiter.check(failures)
     await runtime.limiter.hit(exchange_limit(runtime.settings, address))
     try:
         token, claims = await service.exchange_api_key(
             db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
         )
     except Unauthorized:
-        await runtime.limiter.count(failures.key)
+        await runtime.limiter.count(failures)
         raise
     if body.session_id is not None:
         owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))

@@ -6,8 +6,9 @@
 * Key exchanges: per client address, a tenth of the per-key rate (at least 10).
 * Refused authentications (401: no, bad, expired or revoked token; a bad key): per client
   address (``PROCTOR_AUTH_FAILURES_PER_MINUTE``). An address past it is refused with 429
-  before its token or key is even looked at, so floods of bad credentials cost one counter
-  read each.
+  before its token or key is even looked at; that check is a set lookup in the process
+  (``RateLimiter.check``), so it costs a valid request nothing and a flood no database
+  or Redis work.
 """
 
 from __future__ import annotations
