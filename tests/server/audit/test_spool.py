@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.audit.writer import AuditWriter, Spool, database_tag, decode_rows
+from server.audit.spool import Spool, decode_rows
+from server.audit.writer import AuditWriter, database_tag
 from server.database import create_engine, upgrade
 from tests import services
 from tests.api_harness import login, running_api, seed_world, test_settings
