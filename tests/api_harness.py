@@ -11,6 +11,7 @@ runs ``proctor serve`` as a real process for crash tests.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -59,12 +60,21 @@ def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -
 test_settings.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
 
 
+def unique_address() -> str:
+    """A client address no other test uses (IPv6 documentation prefix, a /64 of its own):
+    per-address counters in the session's shared Redis then start from zero."""
+    return f"2001:db8:{secrets.randbits(16):x}:{secrets.randbits(16):x}::1"
+
+
 @asynccontextmanager
-async def running_api(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The app with its lifespan running, and a client bound to it."""
+async def running_api(
+    settings: Settings, *, address: str = "127.0.0.1"
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The app with its lifespan running, and a client bound to it (connecting from
+    ``address``)."""
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+        transport = httpx.ASGITransport(app=app, client=(address, 50000))
         async with httpx.AsyncClient(transport=transport, base_url="http://proctor.test") as client:
             yield app, client
 

@@ -17,10 +17,11 @@ A body that is not JSON at all passes through: the application's own validation 
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -63,9 +64,11 @@ class RequestGuard:
             await self._too_large(scope, send)
             return
         try:
-            body, more = await _read_body(receive, self.limits.max_body_bytes)
+            body, connected = await _read_body(receive, self.limits.max_body_bytes)
         except BodyTooLarge:
             await self._too_large(scope, send)
+            return
+        if not connected:  # the client left mid-body: nobody to answer, nothing to do
             return
         problems = body_problems(body, max_depth=self.limits.max_json_depth)
         if problems:
@@ -73,7 +76,7 @@ class RequestGuard:
                 scope, send, status=422, title="Invalid input", detail=_summary(problems)
             )
             return
-        await self.app(scope, _replay(body, more, receive), send)
+        await self.app(scope, _replay(body, receive), send)
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
         await _refuse(
@@ -114,7 +117,7 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), True
 
 
-def _replay(body: bytes, connected: bool, receive: Receive) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that gives the already-read body once, then defers to the client."""
     sent = False
 
@@ -123,8 +126,6 @@ def _replay(body: bytes, connected: bool, receive: Receive) -> Receive:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        if not connected:
-            return {"type": "http.disconnect"}
         return await receive()
 
     return replayed
@@ -149,6 +150,9 @@ def body_problems(body: bytes, *, max_depth: int) -> list[str]:
     the field holding them can be named like one holding an escaped lone surrogate."""
     if not body.strip():
         return []
+    if body.startswith(codecs.BOM_UTF8) or json.detect_encoding(body) != "utf-8":
+        # json.loads(bytes), which the routes use, would decode these itself, unchecked
+        return ["body: must be UTF-8 JSON without a byte-order mark (RFC 8259 §8.1)"]
     try:
         text = body.decode("utf-8")
         invalid_byte = None
@@ -161,10 +165,31 @@ def body_problems(body: bytes, *, max_depth: int) -> list[str]:
         return [f"{_deep_path(text, max_depth)}: JSON nested deeper than {max_depth} levels"]
     except ValueError:  # not JSON: the route says so, unless the bytes are the reason
         return [] if invalid_byte is None else [_not_utf8(invalid_byte)]
-    problems = list(_walk(document, max_depth=max_depth))
+    if invalid_byte is None and not _needs_walk(text, max_depth):
+        return []
+    problems = _walk(document, max_depth=max_depth)
     if invalid_byte is not None and not problems:
         problems.append(_not_utf8(invalid_byte))
     return problems
+
+
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+"""The only ways valid UTF-8 JSON text can carry a NUL or a lone surrogate: an escape."""
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _needs_walk(text: str, max_depth: int) -> bool:
+    """Whether valid UTF-8 JSON ``text`` may hold a problem: a suspect escape, or nesting
+    past ``max_depth``. Regular expressions and C-level iteration only, so the common
+    body (and a huge flat one) is cleared without a Python loop over its elements."""
+    if _SUSPECT_ESCAPE.search(text):
+        return True
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(brackets) <= max_depth:
+        return False
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets))) > max_depth
 
 
 def _not_utf8(position: int) -> str:
@@ -212,34 +237,42 @@ def _key_text(token: str) -> str:
     return str(key)
 
 
-def _walk(document: Any, *, max_depth: int) -> Iterator[str]:
-    """Problems of every string and the nesting of ``document`` (iterative: no recursion)."""
+def _walk(document: Any, *, max_depth: int) -> list[str]:
+    """Problems of every string and the nesting of ``document`` (iterative: no recursion).
+    Only containers go on the stack and a path is built only where it is needed, so a flat
+    array of a million numbers costs one quick pass."""
+    if isinstance(document, str):
+        what = text_problem(document)
+        return [] if what is None else [f"body: {what}"]
+    problems: list[str] = []
     stack: list[tuple[Any, str, int]] = [(document, "body", 0)]
     while stack:
-        value, path, depth = stack.pop()
-        if isinstance(value, str):
-            if (what := text_problem(value)) is not None:
-                yield f"{path}: {what}"
-            continue
-        if not isinstance(value, dict | list):
+        container, path, depth = stack.pop()
+        if isinstance(container, str):
+            if (what := text_problem(container)) is not None:
+                problems.append(f"{path}: {what}")
             continue
         if depth >= max_depth:
-            yield f"{path}: JSON nested deeper than {max_depth} levels"
-            return
-        if isinstance(value, dict):
-            for key, child in value.items():
+            return [*problems, f"{path}: JSON nested deeper than {max_depth} levels"]
+        if isinstance(container, dict):
+            for key, child in container.items():
                 if (what := text_problem(key)) is not None:
-                    yield f"{path}: a field name {what}"
-                    continue
-                stack.append((child, f"{path}.{key}", depth + 1))
-        else:
-            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(value))
+                    problems.append(f"{path}: a field name {what}")
+                elif isinstance(child, str | dict | list):
+                    stack.append((child, f"{path}.{key}", depth + 1))
+            continue
+        for index, child in enumerate(container):
+            if isinstance(child, str | dict | list):
+                stack.append((child, f"{path}[{index}]", depth + 1))
+    return problems
 
 
 def text_problem(value: str) -> str | None:
     """Why ``value`` is not acceptable text (NUL or a lone surrogate), or None."""
     if "\x00" in value:
         return "contains a NUL character"
+    if value.isascii():
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

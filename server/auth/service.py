@@ -106,14 +106,19 @@ async def exchange_api_key(
 
 async def is_revoked(session: AsyncSession, *, claims: TokenClaims) -> bool:
     """Whether the token was revoked, or the API key it was issued for was revoked or no
-    longer exists (one query)."""
+    longer exists, or (for a platform role) its organisation is not the operator: a token
+    issued before that rule must not live on through refreshes (one query)."""
     try:
         key_id = uuid.UUID(claims.sub)
     except ValueError:
         return True
     token_revoked = exists().where(RevokedToken.jti == claims.jti)
     key_live = exists().where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
-    return bool(await session.scalar(select(or_(token_revoked, ~key_live))))
+    refused = [token_revoked, ~key_live]
+    if Role(claims.role) in PLATFORM_ROLES:
+        operator = exists().where(Organisation.id == claims.org, Organisation.is_operator)
+        refused.append(~operator)
+    return bool(await session.scalar(select(or_(*refused))))
 
 
 async def revoke_token(
