@@ -153,8 +153,9 @@ class Settings(BaseSettings):
     """Where audit rows wait while the database is unreachable (default
     ``<data_dir>/audit-spool``); they are written to the database once it is back."""
     audit_refusal_window_s: float = Field(60.0, gt=0, le=3600)
-    """Repeated unauthenticated refusals (401, 429) of one client address, method, route and
-    status within this window are written as one audit row with a ``repeats`` count."""
+    """Repeated refusals (any 4xx without a principal; 429 of anyone) of one client address,
+    subject, method, route and status within this window are written as one audit row with
+    a ``repeats`` count."""
 
     # --- scoring (see server/scoring/) ---
     judges: list[JudgeEndpoint] = Field(default_factory=list)

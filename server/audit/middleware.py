@@ -3,8 +3,8 @@
 The row is written when the response starts (or, if the application crashed before
 answering, when the error response goes out), before the client can see the status.
 It records time, subject, organisation, session, method, route, status and client address;
-never a header, a query string, a body, a token or an answer. Repeated unauthenticated
-refusals of one kind are folded into one row per window (``server.audit.refusals``), so a
+never a header, a query string, a body, a token or an answer. Repeated refusals of
+one kind are folded into one row per window (``server.audit.refusals``), so a
 flood of bad requests costs a counter, not a row each.
 """
 

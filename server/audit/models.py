@@ -31,5 +31,5 @@ class AuditEntry(Base):
     status: Mapped[int] = mapped_column(Integer)
     client: Mapped[str | None] = mapped_column(String(64), nullable=True)
     repeats: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
-    """How many requests the row stands for: more than 1 only for repeated unauthenticated
-    refusals of one client address, folded into one row per window."""
+    """How many requests the row stands for: more than 1 only for repeated refusals of one
+    kind (``server.audit.refusals``), folded into one row per window."""

@@ -1,13 +1,13 @@
-"""Folding repeated unauthenticated refusals into one audit row per window (pure, no I/O).
+"""Folding repeated refusals into one audit row per window (pure, no I/O).
 
-Every request is audited, but a flood of refused requests from one address (bad tokens, a
-scanner, an oversized body) must not make the audit log a storage amplifier. A refusal
-without a principal is written at once the first time its *kind* (client address, method,
-route, status) is seen in a window of ``window_s`` seconds; the repeats of the same kind in
-that window are only counted, and written as one row with ``repeats`` = their count when
-the window closes. Nothing is lost: the sum of ``repeats`` is the number of requests.
-Memory is bounded: past ``max_kinds`` kinds in one window, further ones are folded under
-the client ``*``.
+Every request is audited, but a flood of refused requests (bad tokens, a scanner, an
+oversized body, a key past its rate limit) must not make the audit log a storage
+amplifier. A foldable refusal (``is_foldable``) is written at once the first time its
+*kind* (client address, subject, method, route, status) is seen in a window of
+``window_s`` seconds; the repeats of the same kind in that window are only counted, and
+written as one row with ``repeats`` = their count when the window closes. Nothing is lost:
+the sum of ``repeats`` is the number of requests. Memory is bounded: past ``max_kinds``
+kinds in one window, further ones are folded under the client ``*``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from typing import Any
 
 OVERFLOW_CLIENT = "*"
 
-Kind = tuple[str | None, str, str, int]
-"""(client address, method, route template, status)."""
+Kind = tuple[str | None, str | None, str, str, int]
+"""(client address, subject, method, route template, status)."""
 
 
 def is_foldable(row: dict[str, Any]) -> bool:
-    """Whether ``row`` is an unauthenticated refusal (no principal, a 4xx status)."""
-    return row["subject"] is None and 400 <= row["status"] < 500
+    """Whether ``row`` is a refusal that floods can repeat: any 4xx without a principal,
+    and a 429 of anyone (a key past its rate limit)."""
+    status = row["status"]
+    return status == 429 or (row["subject"] is None and 400 <= status < 500)
 
 
 @dataclass
@@ -48,10 +50,10 @@ class RefusalFolder:
         """Whether to write ``row`` now (the first of its kind in this window), and the
         folded rows of earlier windows that are due to be written."""
         due = self.due(now=now)
-        kind: Kind = (row["client"], row["method"], row["route"], row["status"])
+        kind: Kind = (row["client"], row["subject"], row["method"], row["route"], row["status"])
         if kind not in self._seen and len(self._seen) >= self.max_kinds:
-            kind = (OVERFLOW_CLIENT, *kind[1:])
-            row = {**row, "client": OVERFLOW_CLIENT}
+            kind = (OVERFLOW_CLIENT, None, *kind[2:])
+            row = {**row, "client": OVERFLOW_CLIENT, "subject": None, "org_id": None}
         repeats = self._seen.get(kind)
         if repeats is None:
             self._seen[kind] = _Repeats()

@@ -21,5 +21,5 @@ class AuditOut(BaseModel):
     status: int
     client: str | None
     repeats: int
-    """Requests this row stands for (more than 1: repeated unauthenticated refusals of one
-    client address, method, route and status, folded into one row per window)."""
+    """Requests this row stands for (more than 1: repeated refusals of one client address,
+    subject, method, route and status, folded into one row per window)."""

@@ -53,14 +53,16 @@ def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
 
 
 async def _session_out(db: DbSession, record: EvalSession, principal: Principal) -> SessionOut:
-    """The session with, if adaptive, its policy and estimate: the estimate, its interval
-    and why it stopped only where verdict figures may be shown (``shows_verdict_figures``);
-    the counts always."""
+    """The session with, if adaptive, its policy and estimate: the estimate, its interval,
+    why it stopped and the counts of scores and checks (with ``completed`` they would give
+    the review count) only where verdict figures may be shown (``shows_verdict_figures``)."""
     if record.mode != SessionMode.ADAPTIVE.value:
         return SessionOut.of(record)
     summary = await adaptive.summary(db, record=record)
     if not shows_verdict_figures(principal, record.state):
-        summary.update(estimate=None, halfwidth=None, stop_reason=None)
+        summary.update(
+            estimate=None, halfwidth=None, stop_reason=None, n_scored=None, checks=None
+        )
     return SessionOut.of(record, summary)
 
 

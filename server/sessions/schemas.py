@@ -39,10 +39,12 @@ class AdaptiveOut(BaseModel):
     delta: float
     target_halfwidth: float
     budget: int
-    n_scored: int
+    n_scored: int | None
+    """Items with a score; null, like the estimate, for roles other than admin and auditor
+    until the session is scored."""
     estimate: float | None
     halfwidth: float | None
-    checks: int
+    checks: int | None
     stop_reason: Literal["precise", "budget"] | None
     history_models: int
     """Other models whose past verdicts gave the item parameters (``neyman-irt``)."""

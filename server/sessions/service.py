@@ -283,6 +283,10 @@ async def next_item(
             return None
         item, _ = await _load_item(db, record=record, position=record.n_completed)
         return item
+    if record.mode == SessionMode.ADAPTIVE.value and not principal.can(
+        Permission.SESSIONS_ADAPTIVE
+    ):  # what it delivers next, and whether, follows the verdicts so far
+        raise Forbidden("only admins and evaluators may drive adaptive sessions")
     if record.mode == SessionMode.ADAPTIVE.value and not await _adaptive_goes_on(
         db, record=record, now=now
     ):

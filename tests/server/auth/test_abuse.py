@@ -159,3 +159,30 @@ async def test_bad_api_keys_count_as_refused_authentications(
             for i in range(8)
         ]
     assert statuses == [401] * 5 + [429] * 3, statuses
+
+
+async def test_a_key_hammering_past_its_limit_leaves_folded_audit_rows(
+    world_db: tuple[str, World], backend: str, request: pytest.FixtureRequest
+) -> None:
+    db_url, world = world_db
+    settings = settings_for(db_url, backend, request, rate_limit_per_minute=5)
+    async with running_api(settings) as (_, client):
+        await away_from_window_edge()
+        headers = await login(client, world.a.keys["vendor"])
+        statuses = [
+            (await client.get("/v1/whoami", headers=headers)).status_code for _ in range(100)
+        ]
+        assert statuses == [200] * 5 + [429] * 95, statuses
+    engine = create_engine(db_url)
+    try:
+        async with engine.connect() as connection:
+            rows, requests = (
+                await connection.execute(
+                    select(func.count(), func.sum(AuditEntry.repeats)).where(
+                        AuditEntry.route == "/v1/whoami", AuditEntry.status == 429
+                    )
+                )
+            ).one()
+    finally:
+        await engine.dispose()
+    assert requests == 95 and rows <= 3, (rows, requests)

@@ -11,6 +11,7 @@ not open to vendors, and their estimate is hidden from non-platform roles until 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.server.scoring.scoring_harness import (
     wait_until,
 )
 
+LEASE_IDLE_S = 0.2
 VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id"}
 
 
@@ -127,7 +129,7 @@ async def test_adaptive_sessions_are_not_open_to_vendors_and_hide_their_estimate
 ) -> None:
     db_url, world = world_db
     assert world.a.model_id is not None
-    async with running_api(judged_settings(db_url, llm)) as (_, client):
+    async with running_api(judged_settings(db_url, llm, lease_idle_s=LEASE_IDLE_S)) as (_, client):
         body = {"model_id": str(world.a.model_id), "mode": "adaptive", "n_items": 8}
         vendor = await login(client, world.a.keys["vendor"])
         refused = await client.post("/v1/sessions", json=body, headers=vendor)
@@ -157,4 +159,9 @@ async def test_adaptive_sessions_are_not_open_to_vendors_and_hide_their_estimate
             assert seen["adaptive"]["estimate"] is None
             assert seen["adaptive"]["halfwidth"] is None
             assert seen["adaptive"]["stop_reason"] is None
-            assert seen["adaptive"]["n_scored"] == 4
+            assert seen["adaptive"]["n_scored"] is seen["adaptive"]["checks"] is None
+        # nor may a vendor drive it: its next item and its stop follow the verdicts
+        await asyncio.sleep(LEASE_IDLE_S * 2)  # the evaluator's lease is idle
+        vendor_next = await client.get(f"/v1/sessions/{sid}/next", headers=vendor)
+        assert vendor_next.status_code == 403, vendor_next.text
+        assert "adaptive" in vendor_next.json()["detail"]
