@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from starlette.requests import Request
 
 from server.auth.permissions import Principal
@@ -23,8 +25,19 @@ UNKNOWN_ADDRESS = "unknown"
 
 
 def client_address(request: Request) -> str:
-    """The peer address of the connection (the reverse proxy's, behind one)."""
-    return request.client.host if request.client else UNKNOWN_ADDRESS
+    """The client's address for per-address limits: the peer's (or, behind a trusted
+    proxy, the one it forwards); an IPv6 address counts as its /64, since one host
+    commonly holds a whole /64 and would otherwise get a fresh count per address."""
+    host = request.client.host if request.client else UNKNOWN_ADDRESS
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 def request_limits(settings: Settings, principal: Principal) -> tuple[Limit, Limit]:

@@ -148,13 +148,14 @@ def leaderboard_json(
     }
 
 
-def diagnostics_json(data: LeaderboardData) -> dict[str, Any] | None:
-    """Anisotropy index, RSA and capability inconsistency per model name; a statistic that
-    could not be computed is null, with its reason in ``unavailable`` (name -> reason)."""
+def diagnostics_json(data: LeaderboardData, *, by_id: bool = False) -> dict[str, Any] | None:
+    """Anisotropy index, RSA and capability inconsistency per model name (``by_id``: per
+    model id); a statistic that could not be computed is null, with its reason in
+    ``unavailable`` (statistic -> reason)."""
     found = data.diagnostics
     if found is None:
         return None
-    names = {row.key: row.name for row in data.board.rows}
+    names = {row.key: row.key if by_id else row.name for row in data.board.rows}
     rsa, inconsistency = found.rsa, found.inconsistency
     return {
         "models": [names[k] for k in found.models],
@@ -410,7 +411,7 @@ class AnchorInfoOut(_Out):
 
 class BaselineRowOut(_Out):
     model_id: str
-    name: str
+    name: str | None
     elo: float | None
     bt_log_strength: float | None
 
@@ -448,7 +449,7 @@ class LeaderboardOut(_Out):
 
 class DisciplineModelOut(_Out):
     model_id: str | None
-    name: str
+    name: str | None
     score: float | None
     standard_error: float | None
     items: int
@@ -474,10 +475,22 @@ def leaderboard_out(data: LeaderboardData, visibility: Visibility) -> Leaderboar
     for part in ("baselines", "diagnostics"):
         if not visibility.shows(part):
             document.pop(part, None)
+    if not visibility.shows("name"):  # board-level parts name models too
+        document["anchor"]["name"] = None
+        document["groups"] = [list(group) for group in data.board.groups]
+        for row in document.get("baselines", {}).get("models", []):
+            row["name"] = None
+        if document.get("diagnostics"):
+            document["diagnostics"] = diagnostics_json(data, by_id=True)
     return LeaderboardOut.model_validate(document)
 
 
 def disciplines_out(data: LeaderboardData, visibility: Visibility) -> DisciplinesOut:
     """The per-discipline view (``Forbidden`` unless ``disciplines`` is visible)."""
     visibility.refuse_hidden(view="disciplines", baselines=False, diagnostics=False)
-    return DisciplinesOut.model_validate(disciplines_json(data))
+    document = disciplines_json(data)
+    if not visibility.shows("name"):
+        for block in document["disciplines"]:
+            for model in block["models"]:
+                model["name"] = None
+    return DisciplinesOut.model_validate(document)

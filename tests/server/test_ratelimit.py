@@ -50,3 +50,22 @@ async def test_check_refuses_once_count_has_reached_the_limit_in_this_window() -
     rl.check(Limit("authfail:198.51.100.9", 2, "refused authentications"))
     clock.now += 30  # the next window forgets it
     rl.check(failures)
+
+
+@pytest.mark.parametrize(
+    ("host", "counted_as"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:bbbb::9", "2001:db8:1:2::/64"),
+        ("::ffff:203.0.113.7", "203.0.113.7"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_client_address_counts_an_ipv6_host_by_its_64(host: str, counted_as: str) -> None:
+    from starlette.requests import Request
+
+    from server.auth.throttle import client_address
+
+    request = Request({"type": "http", "client": (host, 1234), "headers": []})
+    assert client_address(request) == counted_as

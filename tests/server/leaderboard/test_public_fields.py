@@ -94,3 +94,19 @@ def test_the_openapi_document_types_the_leaderboard() -> None:
     response = schema["paths"]["/v1/leaderboard"]["get"]["responses"]["200"]
     refs = str(response["content"]["application/json"]["schema"])
     assert "LeaderboardOut" in refs and "DisciplinesOut" in refs
+
+
+def test_hidden_names_stay_hidden_in_board_level_parts() -> None:
+    """With ``name`` not public, groups, the anchor, baselines and diagnostics speak of
+    model ids, and the per-discipline view carries no names."""
+    data = real_data()
+    names = {row.name for row in data.board.rows}
+    visible = Visibility(frozenset({"position", "group", "absolute", "disciplines", "diagnostics"}))
+    board = leaderboard_out(data, visible).model_dump_json()
+    view = disciplines_out(data, visible).model_dump_json()
+    for text in (board, view):
+        assert not any(f'"{name}"' in text for name in names), text[:300]
+    shown = leaderboard_out(data, visible)
+    assert {m for group in shown.groups for m in group} == {row.key for row in data.board.rows}
+    assert shown.diagnostics is not None
+    assert set(shown.diagnostics.models) == {row.key for row in data.board.rows}
