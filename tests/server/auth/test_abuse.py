@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from server.audit.models import AuditEntry
 from server.database import create_engine
-from tests.api_harness import World, login, running_api
+from tests.api_harness import World, login, running_api, unique_address
 from tests.api_harness import test_settings as make_settings
 from tests.server.auth.test_access import assert_problem, away_from_window_edge
 from tests.services import RedisServer
@@ -66,7 +66,7 @@ async def test_refreshing_does_not_reset_the_rate_limit(
 ) -> None:
     db_url, world = world_db
     settings = settings_for(db_url, backend, request, rate_limit_per_minute=6)
-    async with running_api(settings) as (_, client):
+    async with running_api(settings, address=unique_address()) as (_, client):
         await away_from_window_edge()
         headers = await login(client, world.a.keys["vendor"])
         statuses = []
@@ -166,7 +166,7 @@ async def test_a_key_hammering_past_its_limit_leaves_folded_audit_rows(
 ) -> None:
     db_url, world = world_db
     settings = settings_for(db_url, backend, request, rate_limit_per_minute=5)
-    async with running_api(settings) as (_, client):
+    async with running_api(settings, address=unique_address()) as (_, client):
         await away_from_window_edge()
         headers = await login(client, world.a.keys["vendor"])
         statuses = [
