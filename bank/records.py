@@ -4,7 +4,7 @@ Every importer (JSONL, GAOKAO-Bench, MMLU-Pro) turns its source into ``RawRecord
 a dict in the canonical field names plus the place it came from. ``validate_record``
 turns one into an ``ItemRecord`` or raises ``RecordError`` naming file, line and field.
 
-Canonical JSONL format, one item per line (see README "Canonical import format")::
+Canonical JSONL format, one item per line (see docs/bank.md, "Canonical import format")::
 
     {"id": "<uuid, optional>", "discipline": "...", "subdiscipline": "...",
      "qtype": "multiple_choice", "question": "...", "options": ["...", ...],

@@ -69,7 +69,7 @@ DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = (
 
 
 class Settings(BaseSettings):
-    """Every ``PROCTOR_`` variable. See README "Configuration"."""
+    """Every ``PROCTOR_`` variable. See docs/configuration.md."""
 
     model_config = SettingsConfigDict(env_prefix="PROCTOR_", env_file=".env", extra="ignore")
 
@@ -200,7 +200,8 @@ class Settings(BaseSettings):
     adaptive_bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] = "normal"
     """The default interval of the stopping rule. ``hoeffding-serfling`` is guaranteed but
     depends on the number of items only (6.4 points at 1,000 items with the default
-    schedule), ``normal`` follows the variance (asymptotic; replay coverage in README)."""
+    schedule), ``normal`` follows the variance (asymptotic; replay coverage in
+    docs/benchmarks.md)."""
     adaptive_target_halfwidth: float = Field(5.0, gt=0, le=50)
     """Default half-width (score points, 0-100) at which an adaptive session stops."""
     adaptive_delta: float = Field(0.05, gt=0, lt=1)
