@@ -15,7 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from server.api.runtime import Runtime
 from server.auth.permissions import Permission, Principal
 from server.auth.service import is_revoked, principal_from
-from server.auth.throttle import client_address, failure_limit, request_limits
+from server.auth.throttle import (
+    client_address,
+    failure_limit,
+    refusals_counted,
+    request_limits,
+)
 from server.auth.tokens import InvalidToken
 from server.errors import Forbidden, Unauthorized
 
@@ -50,12 +55,8 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
     key's or the organisation's rate limit; 403 if the token is scoped to another session
     (except on ``SELF_ROUTES``)."""
     failures = failure_limit(runtime.settings, client_address(request))
-    runtime.limiter.check(failures)
-    try:
+    async with refusals_counted(runtime.limiter, failures):
         principal = await _verified_principal(request, runtime, db)
-    except Unauthorized:
-        await runtime.limiter.count(failures)
-        raise
     request.state.principal = principal
     await runtime.limiter.hit(*request_limits(runtime.settings, principal))
     route = request.scope.get("route")

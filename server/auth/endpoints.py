@@ -11,8 +11,13 @@ from server.api.dependencies import DbSession, RuntimeDep, require
 from server.auth import service
 from server.auth.permissions import Permission, Principal
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
-from server.auth.throttle import client_address, exchange_limit, failure_limit
-from server.errors import InvalidInput, NotFound, Unauthorized
+from server.auth.throttle import (
+    client_address,
+    exchange_limit,
+    failure_limit,
+    refusals_counted,
+)
+from server.errors import InvalidInput, NotFound
 from server.sessions.models import EvalSession
 
 router = APIRouter(tags=["auth"])
@@ -24,16 +29,11 @@ async def issue_token(
 ) -> TokenResponse:
     """Exchange an API key for a short-lived bearer token (optionally scoped to a session)."""
     address = client_address(request)
-    failures = failure_limit(runtime.settings, address)
-    runtime.limiter.check(failures)
-    await runtime.limiter.hit(exchange_limit(runtime.settings, address))
-    try:
+    async with refusals_counted(runtime.limiter, failure_limit(runtime.settings, address)):
+        await runtime.limiter.hit(exchange_limit(runtime.settings, address))
         token, claims = await service.exchange_api_key(
             db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
         )
-    except Unauthorized:
-        await runtime.limiter.count(failures)
-        raise
     if body.session_id is not None:
         owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))
         every_org = service.principal_from(claims).can(Permission.ANY_ORG)

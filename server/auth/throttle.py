@@ -14,12 +14,15 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from starlette.requests import Request
 
 from server.auth.permissions import Principal
 from server.config import Settings
-from server.ratelimit import Limit
+from server.errors import Unauthorized
+from server.ratelimit import Limit, RateLimiter
 
 UNKNOWN_ADDRESS = "unknown"
 
@@ -61,3 +64,15 @@ def failure_limit(settings: Settings, address: str) -> Limit:
         settings.auth_failures_per_minute,
         "refused authentications from this address",
     )
+
+
+@asynccontextmanager
+async def refusals_counted(limiter: RateLimiter, failures: Limit) -> AsyncIterator[None]:
+    """Refuse (429) an address already past ``failures`` before anything is verified, and
+    count every ``Unauthorized`` the block raises against it."""
+    limiter.check(failures)
+    try:
+        yield
+    except Unauthorized:
+        await limiter.count(failures)
+        raise
