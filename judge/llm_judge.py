@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from judge.chat import ChatClient, ChatResult
+from clients.llm.chat import ChatClient, ChatResult
 from judge.prompts import PROMPT_VERSION, JudgeInput, input_hash, render, with_reminder
 from judge.verdict import UnparseableVerdict, Verdict, parse_verdict
 
@@ -82,7 +82,7 @@ class JudgeOutcome:
 class LlmJudge:
     """One judge (a named model behind an OpenAI-compatible endpoint) on the fig. 11 rubric.
 
-    Errors of the chat client (``judge.chat.ChatError``: deferred, exhausted, rejected)
+    Errors of the chat client (``clients.llm.chat.ChatError``: deferred, exhausted, rejected)
     propagate: the caller decides whether to reschedule the job.
     """
 

@@ -1,5 +1,5 @@
 """``python -m server`` runs the ``proctor`` command."""
 
-from server.cli import app
+from server.cli.main import app
 
 app(prog_name="proctor")

@@ -19,12 +19,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.runner.adapters import ADAPTERS, TEMPLATES, TemplateName, get_adapter
 from clients.runner.prompts import PARADIGMS, Paradigm
 from clients.runner.runner import RunConfig, Runner, SessionOutcome, summary_json
 from clients.runner.transcript import Transcript
 from clients.sdk import AsyncProctorClient
-from judge.chat import ChatClient, ChatEndpoint
 
 stderr = Console(stderr=True, highlight=False)
 

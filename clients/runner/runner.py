@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from clients.llm.chat import ChatClient, ChatError
 from clients.runner.adapters import (
     ModelAdapter,
     TemplateName,
@@ -41,7 +42,6 @@ from clients.sdk import (
     SessionInUseError,
     Usage,
 )
-from judge.chat import ChatClient, ChatError
 
 OPEN_STATES = frozenset({"created", "active"})
 FINISHED_STATES = frozenset({"answered", "scored"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from judge.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
+from clients.llm.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from server.config import JudgeEndpoint, Settings
 from server.scoring.models import JudgeCalibration, Verdict

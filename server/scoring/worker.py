@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from clients.llm.chat import ChatDeferred, ChatError
+from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
-from judge.chat import ChatDeferred, ChatError
 from judge.contamination import completion_match
 from judge.prompts import JudgeInput
 from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
-from judge.traces import split_reasoning
 from server.config import Settings
 from server.scoring import service
 from server.scoring.judges import JudgePanel

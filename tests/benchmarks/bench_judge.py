@@ -6,7 +6,7 @@ Run (not collected by pytest)::
     python tests/benchmarks/bench_judge.py [--n 1000] [--latency-ms 200] [--concurrency 32]
         [--error-rate 0.2] [--retry-after 0.5] [--profile] [--no-pipeline]
 
-The issue's target: judge 1,000 answers through ``judge.chat.ChatClient`` against
+The issue's target: judge 1,000 answers through ``clients.llm.chat.ChatClient`` against
 ``proctor fake-llm serve`` with 200 ms latency, concurrency 32 and 20 % HTTP 429s carrying a
 Retry-After; the wall time must be within 0.9 of the ideal bound, with zero lost or
 duplicated scores.
@@ -104,7 +104,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
 
-from judge.chat import ChatClient, ChatEndpoint, RetryPolicy
+from clients.llm.chat import ChatClient, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
 from tests.cpu_time import cores_busy, machine_busy

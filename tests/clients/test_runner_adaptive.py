@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from clients.llm.chat import ChatClient, ChatEndpoint, RetryPolicy
 from clients.runner.runner import RunConfig, Runner
 from clients.runner.transcript import Transcript, read_lines
 from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
-from judge.chat import ChatClient, ChatEndpoint, RetryPolicy
 from tests.api_harness import World, running_api, seed_world, test_settings
 from tests.llm_harness import running_fake_llm
 from tests.server.scoring.scoring_harness import table_counts, wait_until

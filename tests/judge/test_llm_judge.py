@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from clients.llm.chat import ChatClient, ChatDeferred, ChatEndpoint, RetryPolicy
 from fakellm.app import ServerConfig
-from judge.chat import ChatClient, ChatDeferred, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
 from tests.llm_harness import FakeLlm, running_fake_llm

@@ -22,7 +22,7 @@ from click.testing import Result
 from scipy import stats
 from typer.testing import CliRunner
 
-from server.cli import app
+from server.cli.main import app
 from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8, load_table8
 
 Run = subprocess.CompletedProcess[str]

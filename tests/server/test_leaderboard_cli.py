@@ -16,8 +16,8 @@ from rich.console import Console
 from sqlalchemy import func, select
 
 from bank.models import Item
+from server.cli.leaderboard import print_leaderboard
 from server.database import create_engine, unit_of_work
-from server.leaderboard_commands import print_leaderboard
 from tests.api_harness import World, running_api
 from tests.llm_harness import running_fake_llm
 from tests.server.leaderboard.test_leaderboard_api import drive, register, settings_for

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
 
-from server.cli import app
+from server.cli.main import app
 from tests.paths import SHARED_DATA
 
 Run = subprocess.CompletedProcess[str]

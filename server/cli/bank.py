@@ -20,9 +20,9 @@ from bank.records import RawRecord
 from bank.samples import sample_path
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
+from server.cli.unit_of_work import run_in_unit_of_work, stderr
 from server.errors import InvalidInput
 from server.orgs.service import get_org
-from server.runtime import run_in_unit_of_work, stderr
 
 app = typer.Typer(help="The private question bank.", no_args_is_help=True)
 SAMPLES = ("gaokao_bench", "mmlu_pro")

@@ -44,7 +44,7 @@ from judge.ranking.diagnostics import (
 )
 from judge.ranking.score_table import NO_ABSOLUTE, ScoreTable, TableInputError, parse_score_table
 from judge.ranking.scores import RelativeScores, relative_scores
-from server.runtime import stderr
+from server.cli.unit_of_work import stderr
 
 stdout = Console(highlight=False, soft_wrap=True)
 

@@ -22,6 +22,7 @@ from judge.prompts import PROMPT_VERSION
 from judge.ranking.diagnostics import SchemeError, validate_schemes
 from judge.ranking.leaderboard import board_diagnostics
 from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
+from server.cli.unit_of_work import run_in_unit_of_work, stderr
 from server.config import get_settings
 from server.leaderboard import service
 from server.leaderboard.schemas import (
@@ -31,7 +32,6 @@ from server.leaderboard.schemas import (
     leaderboard_json,
 )
 from server.leaderboard.service import LeaderboardData
-from server.runtime import run_in_unit_of_work, stderr
 from server.scoring.judges import default_judge
 
 stdout = Console(highlight=False, soft_wrap=True)

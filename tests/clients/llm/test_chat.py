@@ -1,4 +1,4 @@
-"""judge.chat against a real HTTP server speaking the OpenAI chat-completions protocol.
+"""clients.llm.chat against a real HTTP server speaking the OpenAI chat-completions protocol.
 
 A Starlette app runs under uvicorn in a background thread (its own event loop) on a free
 127.0.0.1 port. Each test gets its own :class:`Scenario` under a unique URL prefix
@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from judge.chat import (
+from clients.llm.chat import (
     ChatClient,
     ChatDeferred,
     ChatEndpoint,

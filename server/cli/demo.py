@@ -45,6 +45,7 @@ from bank.formats import read_records
 from bank.importer import import_records
 from bank.models import Item
 from bank.samples import sample_path
+from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.report import write_report
 from clients.runner.runner import RunConfig, Runner, SessionOutcome
 from clients.runner.transcript import Transcript
@@ -53,12 +54,11 @@ from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
 from fakellm.app import create_app as create_fake_app
 from fakellm.profiles import BUILTIN_PROFILES, ModelProfile
-from judge.chat import ChatClient, ChatEndpoint
 from server.app import create_app
 from server.auth.service import create_api_key
+from server.cli.leaderboard import print_disciplines, print_leaderboard
 from server.config import JudgeEndpoint, Settings
 from server.database import create_engine, unit_of_work, upgrade
-from server.leaderboard_commands import print_disciplines, print_leaderboard
 from server.orgs.service import create_org
 from server.threaded import serve_in_thread
 

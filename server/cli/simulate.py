@@ -44,7 +44,7 @@ from bank.adaptive.recorded import (
 )
 from bank.adaptive.replay import POINTS, PolicySummary, ReplayResult, replay
 from judge.input_problems import InputProblem
-from server.runtime import stderr
+from server.cli.unit_of_work import stderr
 
 # piped output gets a table wide enough for its columns, not the 80-column default
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)

@@ -24,9 +24,9 @@ from judge.agreement import (
     render_tables,
 )
 from judge.prompts import PROMPT_VERSION
+from server.cli.unit_of_work import run_in_unit_of_work, stderr
 from server.config import Settings, get_settings
 from server.database import create_engine, unit_of_work, upgrade
-from server.runtime import run_in_unit_of_work, stderr
 from server.scoring import service
 from server.scoring.judges import default_judge
 from server.scoring.models import JudgeCalibration

@@ -13,18 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from clients.runner.cli import run_command
 from fakellm.cli import fake_llm_app
-from server.analyze_commands import analyze_command
 from server.auth.permissions import PLATFORM_ROLES
 from server.auth.service import create_api_key
-from server.bank_commands import app as bank_app
+from server.cli.analyze import analyze_command
+from server.cli.bank import app as bank_app
+from server.cli.judge import app as judge_app
+from server.cli.leaderboard import leaderboard_command, set_anchor_command
+from server.cli.simulate import simulate_command
+from server.cli.unit_of_work import run_in_unit_of_work
 from server.config import get_settings
 from server.database import migrate, runtime_role_warning
 from server.errors import Conflict
-from server.judge_commands import app as judge_app
-from server.leaderboard_commands import leaderboard_command, set_anchor_command
 from server.orgs.service import create_org, find_org, get_org
-from server.runtime import run_in_unit_of_work
-from server.simulate_commands import simulate_command
 
 app = typer.Typer(help="Proctor: a live, dynamic evaluation server for LLMs.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -168,7 +168,7 @@ def demo(
     through its sessions, score, and print the leaderboard (and write an HTML report)."""
     from rich.console import Console
 
-    from server.demo import DemoConfig, run_demo
+    from server.cli.demo import DemoConfig, run_demo
 
     config = DemoConfig(
         items=items, sessions=sessions, models=models, seed=seed, report=report, workdir=workdir

@@ -1,0 +1,1 @@
+"""Clients of OpenAI-compatible model providers: the chat client and the reasoning-trace split."""

@@ -1,0 +1,1 @@
+"""The ``proctor`` command: one module per command group; ``main`` assembles them."""
