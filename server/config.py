@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,17 +20,23 @@ def default_data_dir() -> Path:
 class JudgeEndpoint(BaseModel):
     """One LLM judge behind an OpenAI-compatible endpoint (an entry of ``PROCTOR_JUDGES``)."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:@/-]+$")
     """Stable identity stored with every verdict: include the model snapshot, e.g.
     ``gpt-4o-2024-11-20``; a new snapshot is a new judge."""
     base_url: str
     """E.g. ``https://api.openai.com/v1``."""
     model: str
+    """Model name sent in each chat request."""
     api_key: SecretStr | None = None
+    """Bearer key of the endpoint; unset for a local endpoint without one."""
     input_per_mtok: float = Field(0.0, ge=0)
     """Price per million prompt tokens (cost accounting)."""
     output_per_mtok: float = Field(0.0, ge=0)
+    """Price per million completion tokens (cost accounting)."""
     read_timeout_s: float = Field(60.0, gt=0)
+    """Seconds to wait for the judge's reply before the call counts as failed."""
 
 
 LeaderboardField = Literal[
@@ -71,7 +77,9 @@ DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = (
 class Settings(BaseSettings):
     """Every ``PROCTOR_`` variable. See docs/configuration.md."""
 
-    model_config = SettingsConfigDict(env_prefix="PROCTOR_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="PROCTOR_", env_file=".env", extra="ignore", use_attribute_docstrings=True
+    )
 
     data_dir: Path = Field(default_factory=default_data_dir)
     """Directory of the embedded SQLite database (``PROCTOR_DATA_DIR``)."""
@@ -97,9 +105,13 @@ class Settings(BaseSettings):
     """The one algorithm tokens are signed and verified with: HS256, or an asymmetric
     RS256 / ES256 / EdDSA with the two key files below (never mixed)."""
     jwt_private_key_file: Path | None = None
+    """PEM private key that signs tokens (asymmetric ``jwt_algorithm`` only)."""
     jwt_public_key_file: Path | None = None
+    """PEM public key that verifies tokens (asymmetric ``jwt_algorithm`` only)."""
     jwt_issuer: str = "proctor"
+    """``iss`` of issued tokens; a token with another issuer is refused."""
     jwt_audience: str = "proctor-api"
+    """``aud`` of issued tokens; a token for another audience is refused."""
     token_ttl_s: int = Field(900, ge=30, le=86_400)
     """Lifetime of an access token."""
     token_max_age_s: int = Field(3600, ge=30, le=86_400)
@@ -135,8 +147,11 @@ class Settings(BaseSettings):
     max_concurrent_sessions: int = Field(5, ge=1)
     """Open (created or active) sessions per organisation."""
     max_sessions_per_period: int = Field(50, ge=1)
+    """Sessions an organisation may create per ``session_period_s``."""
     session_period_s: int = Field(86_400, ge=60)
+    """The period over which ``max_sessions_per_period`` counts."""
     default_session_items: int = Field(1000, ge=1)
+    """Items in a session that does not ask for ``n_items`` (and in every vendor session)."""
     max_session_items: int = Field(5000, ge=1)
     """Upper bound on ``n_items`` for admins and evaluators (vendors get the default)."""
     pending_window: int = Field(1, ge=1, le=100)
@@ -178,7 +193,9 @@ class Settings(BaseSettings):
     scoring_poll_s: float = Field(5.0, gt=0)
     """How often a worker looks for work without being woken (deferred jobs, lost wakes)."""
     similarity_match_at: float = Field(0.85, ge=0, le=1)
+    """Similarity to the reference at or above which the cascade's filter scores a match."""
     similarity_mismatch_below: float = Field(0.15, ge=0, le=1)
+    """Similarity below which the filter scores a mismatch; in between, the judge decides."""
 
     # --- leaderboard and contamination (see server/leaderboard) ---
     leaderboard_public_fields: list[LeaderboardField] = Field(
