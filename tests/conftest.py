@@ -18,14 +18,14 @@ import pytest
 # Test helpers are imported as ``tests.<module>``: tests/ is a package, and pytest puts
 # the repository root on sys.path. (Putting tests/ itself there would let tests/bank
 # shadow the real ``bank`` package.)
-from tests import services
+from tests.support import services
 
 # =========================================================================== #
 # Service fixtures: real, throwaway PostgreSQL and Redis servers
 # =========================================================================== #
 #
 # ``postgres_server`` / ``redis_server`` start one server process each per test
-# session from the installed binaries (see tests/services.py) and stop + delete
+# session from the installed binaries (see tests/support/services.py) and stop + delete
 # it at session end. Tests using them (directly or via another fixture) are
 # marked ``postgres`` / ``redis`` automatically, so ``pytest -m "not postgres"``
 # deselects them.
@@ -112,7 +112,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # =========================================================================== #
 
 # =========================================================================== #
-# Database fixtures (tests/fixtures_db.py): migrated SQLite/PostgreSQL databases
+# Database fixtures (tests/support/database.py): migrated SQLite/PostgreSQL databases
 # =========================================================================== #
 
-pytest_plugins = ["tests.fixtures_db"]
+pytest_plugins = ["tests.support.database"]

@@ -1,7 +1,7 @@
 """Prove that the service fixtures give real, throwaway PostgreSQL and Redis servers.
 
 Every test here talks to a live server over TCP; none of them can pass against
-a fake, and the start-up/clean-up contract of tests/services.py is checked too.
+a fake, and the start-up/clean-up contract of tests/support/services.py is checked too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests import services
+from tests.support import services
 
 
 def _port_is_closed(port: int) -> bool:

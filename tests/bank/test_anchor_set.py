@@ -27,8 +27,8 @@ from bank.importer import import_records
 from bank.models import Exposure, Item, OrgStratumExclusion, SampleItem, Stratum
 from bank.sampling.service import allocate_sample, draw_sample
 from server.database import create_engine, unit_of_work
-from tests.factories import make_org, mc_record, open_record, raw_records
-from tests.fixtures_db import make_database_url, rolled_back_session
+from tests.support.database import make_database_url, rolled_back_session
+from tests.support.factories import make_org, mc_record, open_record, raw_records
 
 # discipline -> subdiscipline -> (multiple-choice families, open families)
 LAYOUT = {

@@ -12,7 +12,7 @@ from bank.augment import variant_id
 from bank.importer import ImportRefused, import_records
 from bank.models import Item, ItemLshKey, Stratum
 from bank.stats import bank_stats
-from tests.factories import mc_record, open_record, raw_records
+from tests.support.factories import mc_record, open_record, raw_records
 
 
 async def _count(session: AsyncSession, model: type) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bank.records import RawRecord, RecordError, SourceLocation, validate_record
-from tests.factories import mc_record, open_record
+from tests.support.factories import mc_record, open_record
 
 
 def check(data: dict[str, Any]) -> Any:

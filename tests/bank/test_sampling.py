@@ -23,8 +23,8 @@ from bank.exposure import record_exposure
 from bank.models import Exposure, Item, OrgStratumExclusion, Sample, SampleItem, Stratum
 from bank.sampling.service import DrawnSample, draw_sample, persist_sample
 from server.database import create_engine, unit_of_work
-from tests.factories import make_bank, make_org
-from tests.fixtures_db import make_database_url, rolled_back_session
+from tests.support.database import make_database_url, rolled_back_session
+from tests.support.factories import make_bank, make_org
 
 
 @pytest.fixture(scope="module")

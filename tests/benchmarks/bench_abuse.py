@@ -41,7 +41,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
 from server.database import upgrade
-from tests.api_harness import JWT_SECRET, World, live_server, login, seed_world
+from tests.support.api import JWT_SECRET, World, live_server, login, seed_world
 
 SAMPLE_S = 0.02
 FLOODER = "127.0.0.2"

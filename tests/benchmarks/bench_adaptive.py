@@ -38,7 +38,7 @@ from bank.adaptive.bounds import Bound  # noqa: E402
 from bank.adaptive.policy import AdaptiveConfig, Policy  # noqa: E402
 from bank.adaptive.recorded import load_items, load_responses  # noqa: E402
 from bank.adaptive.replay import PolicySummary, replay  # noqa: E402
-from tests.paths import SHARED_DATA  # noqa: E402
+from tests.support.paths import SHARED_DATA  # noqa: E402
 
 ALL = list(Policy)
 HEADER = (

@@ -42,7 +42,7 @@ from bank.models import Exposure, Item
 from bank.sampling.service import draw_sample, persist_sample
 from server.database import create_engine, unit_of_work, upgrade
 from server.orgs.service import create_org
-from tests.services import postgres_server
+from tests.support.services import postgres_server
 
 DURABLE = {
     "fsync": "on",

@@ -7,7 +7,7 @@ Run (not collected by pytest)::
         [--duration 20] [--warmup 5] [--client-procs 2] [--json results.json]
 
 It starts its own durable PostgreSQL (fsync, synchronous_commit, full_page_writes on) and
-Redis from the installed Debian binaries (``tests.services``), migrates, seeds a synthetic
+Redis from the installed Debian binaries (``tests.support.services``), migrates, seeds a synthetic
 bank big enough for every session, one organisation with one evaluator key and a
 registered model, then runs ``proctor serve --workers N`` on 127.0.0.1 with quotas and
 rate limits raised (``PROCTOR_MAX_CONCURRENT_SESSIONS``, ``..._PER_PERIOD``,
@@ -395,7 +395,7 @@ async def seed(url: str, n_items_total: int) -> dict[str, Any]:
     from server.auth.service import create_api_key
     from server.database import create_engine, unit_of_work
     from server.registry.models import RegisteredModel
-    from tests.factories import make_bank, make_org
+    from tests.support.factories import make_bank, make_org
 
     engine = create_engine(url)
     try:
@@ -492,7 +492,7 @@ class Server:
 
 
 def start_server(env_extra: dict[str, str], workers: int, workdir: Path) -> Server:
-    from tests.services import free_port
+    from tests.support.services import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env.update(env_extra)
@@ -866,7 +866,7 @@ def main() -> None:
     pgb_clients = args.pgbench_clients or args.vendors
 
     from server.database import upgrade
-    from tests.services import postgres_server, redis_server
+    from tests.support.services import postgres_server, redis_server
 
     results: dict[str, Any] = {
         "config": {

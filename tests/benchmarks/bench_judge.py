@@ -56,9 +56,9 @@ Phases:
    failed ``import sniffio`` on every lock/event setup when sniffio is not installed.
 
 3. ``pipeline`` (default on when PostgreSQL binaries are found; ``--no-pipeline``): a
-   throwaway PostgreSQL (``tests.services``), a migrated database, a bank of short-answer
+   throwaway PostgreSQL (``tests.support.services``), a migrated database, a bank of short-answer
    items only (open items: the cascade sends every one to the judge), an organisation
-   with keys and a registered model (as ``tests.api_harness.seed_world``), the API in
+   with keys and a registered model (as ``tests.support.api.seed_world``), the API in
    process with ``judge_concurrency=C``; an ``--n``-item session is answered through the
    API (``drive_session``; half right, half wrong), then ``ScoringWorker.drain`` is
    timed, with the worker's engine sized as ``proctor judge worker`` sizes it. Deferred
@@ -107,8 +107,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from clients.llm.chat import ChatClient, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
-from tests.cpu_time import cores_busy, machine_busy
-from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
+from tests.support.cpu_time import cores_busy, machine_busy
+from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 
 TARGET_RATIO = 0.9
 TARGET_CPU_MS = 1.0
@@ -597,8 +597,8 @@ class PipelineResult:
 
 async def seed_bench_world(db_url: str, n_items: int) -> Any:
     """A short-answer-only bank of at least ``n_items`` families, organisations, keys and
-    models (``tests.api_harness.seed_world``)."""
-    from tests.api_harness import seed_world
+    models (``tests.support.api.seed_world``)."""
+    from tests.support.api import seed_world
 
     disciplines, subdisciplines = 4, 4
     per_cell = math.ceil(n_items * 1.1 / (disciplines * subdisciplines))
@@ -645,8 +645,8 @@ async def run_pipeline(
 
     from server.database import create_engine
     from server.scoring.worker import ScoringWorker
-    from tests.api_harness import running_api, test_settings
     from tests.server.scoring.scoring_harness import drive_session, table_counts, verdicts
+    from tests.support.api import running_api, test_settings
 
     world = await seed_bench_world(db_url, args.n)
     settings = test_settings(
@@ -735,7 +735,7 @@ def pipeline_phase(
     args: argparse.Namespace, provider: FakeLlmProcess, bounds: Any
 ) -> tuple[PipelineResult, TailBound]:
     from server.database import upgrade
-    from tests import services
+    from tests.support import services
 
     bindir = services.find_postgres_bindir()
     assert bindir is not None
@@ -820,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     explicit_pipeline = bool(args.pipeline)
     if args.pipeline is None:
-        from tests import services
+        from tests.support import services
 
         args.pipeline = services.find_postgres_bindir() is not None
     latency_s = args.latency_ms / 1000

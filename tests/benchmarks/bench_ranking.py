@@ -15,7 +15,8 @@ except between models that the tie groups declare inseparable".
 
 What runs (everything on 127.0.0.1, over real HTTP):
 
-1. a throwaway durable PostgreSQL (``tests.services``), migrated with ``proctor db upgrade``;
+1. a throwaway durable PostgreSQL (``tests.support.services``), migrated with
+   ``proctor db upgrade``;
 2. a synthetic bank written as canonical JSONL and imported with ``proctor bank import
    --no-augment``: the ten table-8 disciplines with ``--per-discipline`` items each (default
    500, raised to 1.5x what the sessions of one organisation need), two sub-disciplines
@@ -27,7 +28,7 @@ What runs (everything on 127.0.0.1, over real HTTP):
    per-discipline accuracy ``p_d`` is the table-8 discipline score / 10, so its expected
    ``S`` is table 8's ``S_abs`` -- plus the ``judge`` profile, reading its answer key from
    the bank tables of the same database;
-4. ``proctor serve`` (a subprocess, ``tests.api_harness.live_server``) on PostgreSQL without
+4. ``proctor serve`` (a subprocess, ``tests.support.api.live_server``) on PostgreSQL without
    Redis, so the scoring worker runs in the API process, with ``PROCTOR_JUDGES`` naming the
    fake judge; rate limits raised and token lifetimes long enough for a whole session;
 5. one organisation per model (a session never serves an organisation an item twice, so
@@ -124,10 +125,10 @@ from server.database import create_engine, unit_of_work
 from server.orgs.service import create_org
 from server.scoring.models import Verdict
 from server.sessions.models import Answer
-from tests.api_harness import LiveServer, live_server
-from tests.cpu_time import cores_busy, machine_busy, process_cpu_s
 from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8
-from tests.llm_harness import FakeLlmProcess, start_fake_llm_process
+from tests.support.api import LiveServer, live_server
+from tests.support.cpu_time import cores_busy, machine_busy, process_cpu_s
+from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 
 PAPER_VARIANCE_BOUND = 1.68
 """papers/004 §3.4: relative scores vary with sigma^2 <= 1.68 (table 9's largest: 1.63)."""
@@ -1155,7 +1156,7 @@ def check_endpoint(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from tests import services
+    from tests.support import services
 
     table = read_table8(args.table8)
     chosen = choose_models(args, table)

@@ -20,11 +20,11 @@ import pytest
 
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
-from tests import services
-from tests.api_harness import JWT_SECRET, World, live_server, login, seed_world
-from tests.fixtures_db import new_postgres_database
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.test_exactly_once import REPO, worker_process
+from tests.support import services
+from tests.support.api import JWT_SECRET, World, live_server, login, seed_world
+from tests.support.database import new_postgres_database
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 JUDGE = "judge-v1"

@@ -45,7 +45,6 @@ from clients.sdk import (
 from clients.sdk._version import __version__
 from server.database import create_engine, unit_of_work
 from server.sessions.models import Answer
-from tests.api_harness import World, login, running_api
 from tests.clients.test_sdk_harness import (
     N_ITEMS,
     SETTLE_S,
@@ -56,6 +55,7 @@ from tests.clients.test_sdk_harness import (
     sdk_settings,
     seeded,
 )
+from tests.support.api import World, login, running_api
 
 BASE_URL = "http://proctor.test"
 FINISHED = ("answered", "scored")

@@ -17,7 +17,7 @@ import uvicorn
 
 from server.app import create_app
 from server.config import Settings
-from tests.api_harness import World, seed_world, test_settings
+from tests.support.api import World, seed_world, test_settings
 
 N_ITEMS = 4
 SETTLE_S = 0.2

@@ -21,7 +21,6 @@ from clients.sdk import (
     Usage,
 )
 from clients.sdk._version import __version__
-from tests.api_harness import World, free_port
 from tests.clients.test_sdk_harness import (
     N_ITEMS,
     FaultyTransport,
@@ -32,6 +31,7 @@ from tests.clients.test_sdk_harness import (
     seeded,
     serving,
 )
+from tests.support.api import World, free_port
 
 FINISHED = ("answered", "scored")
 

@@ -10,7 +10,7 @@ from clients.llm.chat import ChatClient, ChatDeferred, ChatEndpoint, RetryPolicy
 from fakellm.app import ServerConfig
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
-from tests.llm_harness import FakeLlm, running_fake_llm
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 CORRECT = JudgeInput("What is the capital of France?", "It is Paris.", "Paris", "en")
 WRONG = JudgeInput("What is the capital of France?", "It is Lyon.", "Paris", "en")

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.api_harness import World, running_api, seed_world, test_settings
-from tests.services import RedisServer
+from tests.support.api import World, running_api, seed_world, test_settings
+from tests.support.services import RedisServer
 
 
 @pytest.fixture

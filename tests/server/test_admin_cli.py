@@ -9,8 +9,8 @@ from sqlalchemy import select
 from server.auth.keys import hash_api_key
 from server.auth.models import ApiKey
 from server.database import create_engine, unit_of_work
-from tests.api_harness import running_api, test_settings
 from tests.server.test_bank_cli import proctor
+from tests.support.api import running_api, test_settings
 
 
 async def test_created_key_is_shown_once_and_stored_hashed(

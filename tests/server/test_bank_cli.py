@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.factories import mc_record, open_record, write_jsonl
-from tests.fixtures_db import new_postgres_database
-from tests.paths import SHARED_DATA
-from tests.services import PostgresServer
+from tests.support.database import new_postgres_database
+from tests.support.factories import mc_record, open_record, write_jsonl
+from tests.support.paths import SHARED_DATA
+from tests.support.services import PostgresServer
 
 
 def proctor(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

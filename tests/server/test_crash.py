@@ -39,8 +39,8 @@ from sqlalchemy import func, select
 from server.audit.models import AuditEntry
 from server.database import create_engine, upgrade
 from server.sessions.models import Answer, EvalSession
-from tests import services
-from tests.api_harness import (
+from tests.support import services
+from tests.support.api import (
     JWT_SECRET,
     LiveServer,
     World,
@@ -49,7 +49,7 @@ from tests.api_harness import (
     open_session,
     seed_world,
 )
-from tests.fixtures_db import new_postgres_database
+from tests.support.database import new_postgres_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -258,7 +258,7 @@ STOP_AFTER = 40
 
 
 def pg_ctl(server: services.PostgresServer, *args: str, timeout: float = 60.0) -> None:
-    """Run ``pg_ctl`` on ``server``'s data directory the way tests/services.py does (as the
+    """Run ``pg_ctl`` on ``server``'s data directory the way tests/support/services.py does (as the
     ``postgres`` system user when we are root)."""
     datadir = server.socket_dir / "data"
     cmd = [str(server.bindir / "pg_ctl"), *args, "-D", str(datadir)]
@@ -556,7 +556,7 @@ def redis_ping(port: int) -> bool:
 
 
 def start_redis_on(binary: Path, port: int, workdir: Path) -> subprocess.Popen[bytes]:
-    """``redis-server`` on ``port`` with the settings tests/services.py uses."""
+    """``redis-server`` on ``port`` with the settings tests/support/services.py uses."""
     cmd = [str(binary), "--save", "", "--appendonly", "no", "--port", str(port)]
     cmd += ["--bind", "127.0.0.1", "--daemonize", "no", "--dir", str(workdir)]
     with (workdir / "redis.log").open("ab") as log:

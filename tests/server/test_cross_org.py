@@ -21,7 +21,7 @@ from server.auth.permissions import PLATFORM_ROLES
 from server.auth.service import create_api_key
 from server.database import create_engine, unit_of_work
 from server.errors import InvalidInput
-from tests.api_harness import ORG_ROLES, World, login, open_session
+from tests.support.api import ORG_ROLES, World, login, open_session
 
 REFUSED = (403, 404)
 

@@ -32,7 +32,7 @@ import httpx
 import pytest
 
 from server.database import grant_runtime_privileges, migrate, runtime_role_warning
-from tests.api_harness import (
+from tests.support.api import (
     JWT_SECRET,
     live_server,
     login,
@@ -41,7 +41,7 @@ from tests.api_harness import (
     seed_world,
     test_settings,
 )
-from tests.services import PostgresServer
+from tests.support.services import PostgresServer
 
 pytestmark = pytest.mark.postgres
 

@@ -70,8 +70,8 @@ from hypothesis import strategies as st
 
 from server.app import create_app
 from server.config import Settings
-from tests.api_harness import World, seed_world, test_settings
-from tests.fixtures_db import make_database_url
+from tests.support.api import World, seed_world, test_settings
+from tests.support.database import make_database_url
 
 SPEC: dict[str, Any] = create_app(test_settings("sqlite+aiosqlite://")).openapi()
 DEFAULT_DEPTH: int = Settings.model_fields["max_json_depth"].default

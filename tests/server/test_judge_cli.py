@@ -18,9 +18,9 @@ from judge.prompts import PROMPT_VERSION
 from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.scoring.judges import default_judge
-from tests.api_harness import World, running_api, test_settings
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import drive_session, verdicts
+from tests.support.api import World, running_api, test_settings
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 
 def proctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

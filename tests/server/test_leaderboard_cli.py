@@ -18,11 +18,11 @@ from sqlalchemy import func, select
 from bank.models import Item
 from server.cli.leaderboard import print_leaderboard
 from server.database import create_engine, unit_of_work
-from tests.api_harness import World, running_api
-from tests.llm_harness import running_fake_llm
 from tests.server.leaderboard.test_leaderboard_api import drive, register, settings_for
 from tests.server.scoring.scoring_harness import JUDGE_NAME as JUDGE
 from tests.server.test_judge_cli import proctor
+from tests.support.api import World, running_api
+from tests.support.fake_llm import running_fake_llm
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from server.api.guard import body_problems, text_problem, url_problem
 from server.app import create_app
-from tests.api_harness import World, login, running_api, test_settings
+from tests.support.api import World, login, running_api, test_settings
 
 DEPTH = 32
 

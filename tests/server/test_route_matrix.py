@@ -17,7 +17,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.api_harness import ROLES, World, login, open_session
+from tests.support.api import ROLES, World, login, open_session
 
 PUBLIC = "public"
 ALL = frozenset(ROLES)
@@ -71,7 +71,7 @@ def app_routes(app: FastAPI) -> set[tuple[str, str]]:
 
 def test_every_route_is_in_the_table() -> None:
     from server.app import create_app
-    from tests.api_harness import test_settings
+    from tests.support.api import test_settings
 
     app = create_app(test_settings("sqlite+aiosqlite:///unused.db"))
     routes = app_routes(app)
@@ -83,7 +83,7 @@ def test_every_route_is_in_the_table() -> None:
 
 def test_openapi_lists_exactly_the_api_routes() -> None:
     from server.app import create_app
-    from tests.api_harness import test_settings
+    from tests.support.api import test_settings
 
     app = create_app(test_settings("sqlite+aiosqlite:///unused.db"))
     schema = app.openapi()

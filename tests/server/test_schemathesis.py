@@ -53,8 +53,8 @@ from sqlalchemy import select
 from bank.models import Item
 from server.app import create_app
 from server.database import create_engine
-from tests.api_harness import ROLES, World, login, open_session, seed_world, test_settings
-from tests.fixtures_db import make_database_url
+from tests.support.api import ROLES, World, login, open_session, seed_world, test_settings
+from tests.support.database import make_database_url
 
 MAX_EXAMPLES = 25
 MIN_SECRET_LENGTH = 8

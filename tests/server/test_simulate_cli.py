@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from server.cli.main import app
-from tests.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA
 
 Run = subprocess.CompletedProcess[str]
 

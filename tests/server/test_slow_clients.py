@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from server.http_protocol import MAX_HEADER_BYTES
-from tests.api_harness import JWT_SECRET, LiveServer, live_server
+from tests.support.api import JWT_SECRET, LiveServer, live_server
 
 HEADER_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0

@@ -21,7 +21,7 @@ from bank.formats.gaokao import (
 )
 from bank.records import RawRecord, RecordError, validate_record
 from bank.samples import sample_path
-from tests.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA
 
 FULL = SHARED_DATA / "gaokao_bench"
 needs_full_data = pytest.mark.skipif(

@@ -13,7 +13,7 @@ import pytest
 from bank.formats.mmlu_pro import NAMESPACE, drop_padding, read_mmlu_pro
 from bank.records import RecordError, validate_record
 from bank.samples import sample_path
-from tests.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA
 
 FULL = SHARED_DATA / "mmlu_pro" / "items.jsonl"
 needs_full_data = pytest.mark.skipif(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tests.paths import SHARED_DATA
+from tests.support.paths import SHARED_DATA
 
 TABLE8 = SHARED_DATA / "llmeval_fair_table8.tsv"
 DISCIPLINES = (

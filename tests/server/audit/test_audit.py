@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from server.audit.models import AuditEntry
 from server.database import create_engine, unit_of_work
-from tests.api_harness import World, login, open_session
+from tests.support.api import World, login, open_session
 
 Api = tuple[httpx.AsyncClient, World, FastAPI]
 WorldDb = tuple[str, World]
@@ -227,8 +227,8 @@ def test_the_only_audit_route_reads(api_app_routes: set[tuple[str, str]]) -> Non
 @pytest.fixture
 def api_app_routes() -> set[tuple[str, str]]:
     from server.app import create_app
-    from tests.api_harness import test_settings
     from tests.server.test_route_matrix import app_routes
+    from tests.support.api import test_settings
 
     return app_routes(create_app(test_settings("sqlite+aiosqlite:///unused.db")))
 

@@ -15,10 +15,10 @@ from sqlalchemy import func, select
 
 from server.audit.models import AuditEntry
 from server.database import create_engine
-from tests.api_harness import World, login, running_api, unique_address
-from tests.api_harness import test_settings as make_settings
 from tests.server.auth.test_access import assert_problem, away_from_window_edge
-from tests.services import RedisServer
+from tests.support.api import World, login, running_api, unique_address
+from tests.support.api import test_settings as make_settings
+from tests.support.services import RedisServer
 
 FLOODER = ("203.0.113.7", 40000)
 BYSTANDER = ("198.51.100.9", 40001)

@@ -12,9 +12,9 @@ import jwt
 import pytest
 from fastapi import FastAPI
 
-from tests.api_harness import World, login, open_session, running_api, unique_address
-from tests.api_harness import test_settings as make_settings
-from tests.services import RedisServer
+from tests.support.api import World, login, open_session, running_api, unique_address
+from tests.support.api import test_settings as make_settings
+from tests.support.services import RedisServer
 
 Api = tuple[httpx.AsyncClient, World, FastAPI]
 

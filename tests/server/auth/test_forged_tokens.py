@@ -29,10 +29,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.api_harness import JWT_SECRET, World, login, open_session, running_api, seed_world
-from tests.api_harness import test_settings as make_settings
-from tests.fixtures_db import make_database_url
-from tests.services import RedisServer
+from tests.support.api import JWT_SECRET, World, login, open_session, running_api, seed_world
+from tests.support.api import test_settings as make_settings
+from tests.support.database import make_database_url
+from tests.support.services import RedisServer
 
 ISSUER = "proctor"
 AUDIENCE = "proctor-api"

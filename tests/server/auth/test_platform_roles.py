@@ -23,8 +23,8 @@ from server.database import create_engine, unit_of_work
 from server.errors import Conflict, InvalidInput
 from server.orgs.models import Organisation
 from server.orgs.service import create_org, find_operator_org
-from tests.api_harness import ORG_ROLES, World, login
 from tests.server.test_bank_cli import proctor
+from tests.support.api import ORG_ROLES, World, login
 
 
 @pytest.fixture

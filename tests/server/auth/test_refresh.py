@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from tests.api_harness import World, login, open_session
+from tests.support.api import World, login, open_session
 
 
 async def test_a_renewed_token_keeps_driving_its_session_and_the_old_one_dies(

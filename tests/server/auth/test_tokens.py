@@ -33,8 +33,8 @@ from server.auth.tokens import (
     check_secret,
 )
 from server.config import Settings
-from tests.api_harness import JWT_SECRET
-from tests.api_harness import test_settings as make_settings
+from tests.support.api import JWT_SECRET
+from tests.support.api import test_settings as make_settings
 
 POLICY = TokenPolicy(
     issuer="proctor", audience="proctor-api", ttl_s=900, max_age_s=3600, leeway_s=5

@@ -19,8 +19,6 @@ from bank.anchor_set import designate_anchor_set
 from bank.models import Item
 from server.database import create_engine, unit_of_work
 from server.sessions.modes import replay_mask
-from tests.api_harness import World, login, running_api, seed_world
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import (
     answer_for,
     judged_settings,
@@ -29,6 +27,8 @@ from tests.server.scoring.scoring_harness import (
     verdicts,
     wait_until,
 )
+from tests.support.api import World, login, running_api, seed_world
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 PUBLIC_ONLY = {"latency", "cost", "contamination", "organisation"}
 

@@ -18,8 +18,8 @@ from server.leaderboard.schemas import (
     disciplines_out,
     leaderboard_out,
 )
-from tests.api_harness import World, login, running_api, test_settings
 from tests.clients.test_report import real_data
+from tests.support.api import World, login, running_api, test_settings
 
 ROW_ONLY = {"model_id"}
 

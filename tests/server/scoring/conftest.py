@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests import services
-from tests.api_harness import World, seed_world
-from tests.fixtures_db import new_postgres_database
+from tests.support import services
+from tests.support.api import World, seed_world
+from tests.support.database import new_postgres_database
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.models import Answer, EvalSession
-from tests.api_harness import World, login, open_session, test_settings
-from tests.llm_harness import FakeLlm
+from tests.support.api import World, login, open_session, test_settings
+from tests.support.fake_llm import FakeLlm
 
 WRONG_LETTER = {"A": "B", "B": "C", "C": "D", "D": "A"}
 WRONG_TRUE_FALSE = {"True": "False", "False": "True", "正确": "错误", "错误": "正确"}

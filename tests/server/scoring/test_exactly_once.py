@@ -22,10 +22,10 @@ from sqlalchemy import func, select
 from fakellm.app import ServerConfig
 from server.database import create_engine, unit_of_work
 from server.scoring.models import ScoringJob, Verdict
-from tests import services
-from tests.api_harness import JWT_SECRET, World, running_api, test_settings
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import drive_session, table_counts, wait_until
+from tests.support import services
+from tests.support.api import JWT_SECRET, World, running_api, test_settings
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 JUDGE = "judge-v1"

@@ -18,14 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api_harness import World, login, open_session, running_api
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import (
     answer_for,
     judged_settings,
     load_item,
     wait_until,
 )
+from tests.support.api import World, login, open_session, running_api
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 LEASE_IDLE_S = 0.2
 VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id"}

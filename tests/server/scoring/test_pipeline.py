@@ -19,14 +19,14 @@ from server.scoring import service
 from server.scoring.models import ScoringJob
 from server.scoring.worker import ScoringWorker
 from server.sessions.models import Answer
-from tests.api_harness import World, login, running_api, test_settings
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import (
     drive_session,
     table_counts,
     verdicts,
     wait_until,
 )
+from tests.support.api import World, login, running_api, test_settings
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 JUDGE = "judge-v1"
 

@@ -7,7 +7,7 @@ import asyncio
 
 from server.database import create_engine
 from server.scoring.worker import ScoringWorker
-from tests.api_harness import test_settings
+from tests.support.api import test_settings
 
 
 async def test_a_cancel_that_arrives_with_a_wake_up_stops_the_worker(fresh_db_url: str) -> None:

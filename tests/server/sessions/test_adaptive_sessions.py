@@ -19,14 +19,14 @@ from bank.models import Exposure, Item, SampleItem
 from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveRun, EvalSession
-from tests.api_harness import World, login, running_api, seed_world
-from tests.llm_harness import FakeLlm, running_fake_llm
 from tests.server.scoring.scoring_harness import (
     answer_for,
     judged_settings,
     table_counts,
     wait_until,
 )
+from tests.support.api import World, login, running_api, seed_world
+from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 
 @pytest.fixture(scope="module")

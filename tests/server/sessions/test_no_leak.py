@@ -26,8 +26,8 @@ from server.auth.service import create_api_key
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
 from server.sessions.models import EvalSession
-from tests.api_harness import login, open_session, running_api, test_settings
-from tests.factories import make_org, raw_records
+from tests.support.api import login, open_session, running_api, test_settings
+from tests.support.factories import make_org, raw_records
 
 DISCIPLINES = 4
 QTYPES = ("multiple_choice", "short_answer")

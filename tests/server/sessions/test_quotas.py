@@ -12,7 +12,7 @@ from bank.models import Exposure, SampleItem
 from server.database import create_engine, unit_of_work
 from server.sessions.models import EvalSession
 from server.sessions.service import expire_overdue
-from tests.api_harness import World, login, open_session, running_api, test_settings
+from tests.support.api import World, login, open_session, running_api, test_settings
 
 
 async def _held_families(db_url: str, org_id: uuid.UUID) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from server.database import create_engine, unit_of_work
 from server.sessions.models import Answer, EvalSession
-from tests.api_harness import World, login, open_session, running_api, test_settings
+from tests.support.api import World, login, open_session, running_api, test_settings
 
 
 async def test_fifty_identical_answers_make_one(

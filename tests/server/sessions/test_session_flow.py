@@ -7,7 +7,7 @@ import uuid
 import httpx
 from fastapi import FastAPI
 
-from tests.api_harness import World, login, open_session
+from tests.support.api import World, login, open_session
 
 
 async def test_full_session_in_order(api: tuple[httpx.AsyncClient, World, FastAPI]) -> None:

@@ -25,8 +25,8 @@ from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
 from server.sessions.models import Answer, EvalSession
 from server.sessions.service import expire_overdue
-from tests.api_harness import World, login, running_api, test_settings
-from tests.factories import make_org
+from tests.support.api import World, login, running_api, test_settings
+from tests.support.factories import make_org
 
 
 class Harness:

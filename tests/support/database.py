@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from server.database import create_engine, upgrade
-from tests.services import PostgresServer
+from tests.support.services import PostgresServer
 
 TEMPLATE_DB = "proctor_template"
 BACKENDS = ("sqlite", "postgres")

@@ -22,8 +22,8 @@ import httpx
 
 from fakellm.app import ServerConfig, create_app
 from server.threaded import serve_in_thread
-from tests.cpu_time import process_cpu_s
-from tests.services import free_port
+from tests.support.cpu_time import process_cpu_s
+from tests.support.services import free_port
 
 
 @dataclass

@@ -33,7 +33,7 @@ from server.auth.service import create_api_key
 from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
-from tests.factories import make_bank, make_org
+from tests.support.factories import make_bank, make_org
 
 JWT_SECRET = "test-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
 ROLES = ("admin", "evaluator", "vendor", "auditor")

@@ -1,0 +1,1 @@
+"""Shared test support: servers, databases, the API harness, the fake LLM, factories."""
