@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from judge.contamination import ModelGap, ReplayRate
+from judge.contamination.generalisation_gap import ModelGap
+from judge.contamination.replay import ReplayRate
 from judge.ranking.leaderboard import LeaderboardRow
 from judge.ranking.stability import ModelSummary
 from server.api.bodies import RequestBody

@@ -19,13 +19,8 @@ from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Item
-from judge.contamination import (
-    GapReport,
-    ReplayRate,
-    ScoreEstimate,
-    generalisation_gap,
-    replay_rate,
-)
+from judge.contamination.generalisation_gap import GapReport, ScoreEstimate, generalisation_gap
+from judge.contamination.replay import ReplayRate, replay_rate
 from judge.ranking.leaderboard import (
     BoardDiagnostics,
     Leaderboard,

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from clients.llm.chat import ChatDeferred, ChatError
 from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
-from judge.contamination import completion_match
+from judge.contamination.replay import completion_match
 from judge.prompts import JudgeInput
 from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from judge.contamination import MaskedText, mask_question
+from judge.contamination.replay import MaskedText, mask_question
 
 
 class SessionMode(StrEnum):

@@ -22,7 +22,7 @@ from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
 from bank.sampling.service import allocate_sample, persist_sample
 from clients.llm.traces import split_reasoning
-from judge.contamination import replay_prompt
+from judge.contamination.replay import replay_prompt
 from judge.prompts import PROMPT_VERSION
 from server.auth.models import RevokedToken
 from server.auth.permissions import Permission, Principal

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from clients.report import render_report, write_report
-from judge.contamination import ScoreEstimate, generalisation_gap, replay_rate
+from judge.contamination.generalisation_gap import ScoreEstimate, generalisation_gap
+from judge.contamination.replay import replay_rate
 from judge.ranking.leaderboard import ModelRecord, board_diagnostics, build_leaderboard
 from server.leaderboard.schemas import leaderboard_json
 from server.leaderboard.service import Contamination, LeaderboardData

@@ -1,32 +1,23 @@
-"""Contamination checks: fill-in replay and the generalisation gap on a private anchor set.
+"""Fill-in replay: has a model memorised the items it is evaluated on?
 
-Two signals that a model has seen the items it is evaluated on (DESIGN "Contamination"):
+The model is shown the beginning of an item and asked to continue it exactly as it appears
+in its source; a model that reproduces the hidden end (near-)verbatim has most likely seen
+the item (DESIGN "Contamination"). Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal
+Study on Robust and Fair Evaluation of Large Language Models" (§3.3, Finding 6 and table 4)
+count successful completions over 1,000 questions with three attempts each and find far
+more of them on public benchmarks (AGIEval, C-Eval) than on their private bank. The paper
+does not describe the matching rule; this module follows the masking-and-completion idea
+of Deng et al. (2024, "Investigating data contamination in modern benchmarks for large
+language models", NAACL) and the exact n-gram continuation of Xu et al. (2024,
+"Benchmarking benchmark leakage in large language models"), relaxed to a near-exact match
+so that a stray character or a normalisation difference does not hide a replay:
 
-* **Fill-in replay** (papers/004 §3.3, Finding 6 and table 4). The model is shown the
-  beginning of an item and asked to continue it exactly as it appears in its source; a
-  model that reproduces the hidden end (near-)verbatim has most likely seen the item. The
-  paper counts successful completions over 1,000 questions with three attempts each and
-  finds far more of them on public benchmarks (AGIEval, C-Eval) than on its private bank.
-  It does not describe the matching rule; this module follows the masking-and-completion
-  idea of Deng et al. (2024, "Investigating data contamination in modern benchmarks for
-  large language models", NAACL) and the exact n-gram continuation of Xu et al. (2024,
-  "Benchmarking benchmark leakage in large language models"), relaxed to a near-exact
-  match so that a stray character or a normalisation difference does not hide a replay:
-
-  - :func:`mask_question` hides the end of an item (:class:`MaskedText`);
-  - :func:`replay_prompt` is the instruction sent with the visible prefix;
-  - :func:`completion_match` compares the model's continuation with the hidden end
-    (:class:`ReplayMatch`), :func:`levenshtein` and :func:`replay_units` being its parts;
-  - :func:`replay_rate` is the share of near-exact completions with a Clopper-Pearson
-    interval (:class:`ReplayRate`).
-
-* **Generalisation gap** (papers/003 §4.3, "Private Held-out Validation"). A private
-  anchor set, never served in ordinary sessions, is scored next to the public item set;
-  ``gap = score(public) - score(anchor)``, models whose gap exceeds a threshold are flagged
-  for potential overfitting, and a flagged model reports the lower bound of its
-  performance interval (:func:`generalisation_gap`, :class:`GapReport`). Because the two
-  sets differ in difficulty for *every* model, the flag is raised on the gap in excess of
-  the median gap over all models, not on the raw gap.
+- :func:`mask_question` hides the end of an item (:class:`MaskedText`);
+- :func:`replay_prompt` is the instruction sent with the visible prefix;
+- :func:`completion_match` compares the model's continuation with the hidden end
+  (:class:`ReplayMatch`), :func:`levenshtein` and :func:`replay_units` being its parts;
+- :func:`replay_rate` is the share of near-exact completions with a Clopper-Pearson
+  interval (:class:`ReplayRate`).
 
 Units
 -----
@@ -44,26 +35,26 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
-from statistics import NormalDist
 from typing import Literal
 
 from scipy.stats import beta
 
+from judge.contamination.arguments import (
+    check_count,
+    check_fraction,
+    check_text,
+    check_unit_interval,
+)
+
 __all__ = [
     "MAX_MATCH_UNITS",
-    "MIN_MODELS_FOR_MEDIAN",
-    "GapReport",
     "MaskedText",
-    "ModelGap",
     "ReplayMatch",
     "ReplayRate",
-    "ScoreEstimate",
     "Unit",
     "completion_match",
-    "generalisation_gap",
     "levenshtein",
     "mask_question",
     "replay_prompt",
@@ -77,64 +68,6 @@ Unit = Literal["character", "word", "mixed"]
 MAX_MATCH_UNITS = 512
 """:func:`completion_match` compares at most this many units of the hidden part (and as
 many of the completion), which bounds its Levenshtein table to 512 x 512 cells."""
-
-MIN_MODELS_FOR_MEDIAN = 3
-""":func:`generalisation_gap` measures gaps against the median gap from this many models."""
-
-
-# --- validation -------------------------------------------------------------------------
-
-
-def _check_fraction(value: object, name: str) -> float:
-    """A float strictly inside (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    number = float(value)
-    if not 0.0 < number < 1.0:  # also refuses NaN
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {number!r}")
-    return number
-
-
-def _check_unit_interval(value: object, name: str) -> float:
-    """A float in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    number = float(value)
-    if not 0.0 <= number <= 1.0:
-        raise ValueError(f"{name} must lie in [0, 1], got {number!r}")
-    return number
-
-
-def _check_finite(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {number!r}")
-    return number
-
-
-def _check_count(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    number = int(value)
-    if number < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {number}")
-    return number
-
-
-def _check_text(value: object, name: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _z(confidence_level: float) -> float:
-    """The two-sided normal quantile: 1.96 for 0.95."""
-    return NormalDist().inv_cdf(1.0 - (1.0 - confidence_level) / 2.0)
-
-
-# --- units ------------------------------------------------------------------------------
 
 
 def _is_wide(char: str) -> bool:
@@ -176,12 +109,9 @@ def _unit_starts(text: str) -> tuple[list[int], set[str]]:
     return starts, kinds
 
 
-# --- masking ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class MaskedText:
-    """An item cut into a visible prefix and a hidden end (papers/004 §3.3).
+    """An item cut into a visible prefix and a hidden end (LLMEval-Fair §3.3).
 
     ``prefix + separator + hidden`` is the original text, character for character.
 
@@ -218,7 +148,7 @@ def mask_question(
     min_hidden: int = 8,
     min_prefix: int = 1,
 ) -> MaskedText:
-    """Hide the end of an item for a fill-in replay test (papers/004 §3.3, Finding 6).
+    """Hide the end of an item for a fill-in replay test (LLMEval-Fair §3.3, Finding 6).
 
     The text is cut into units (module docstring): each wide character (CJK) is a unit,
     each run of other non-whitespace characters is a unit (a word), and punctuation or
@@ -264,10 +194,10 @@ def mask_question(
     >>> masked.prefix, masked.hidden, masked.unit
     ('光合作用的产物', '是葡萄糖和氧气。', 'character')
     """
-    _check_text(text, "text")
-    fraction = _check_fraction(hidden_fraction, "hidden_fraction")
-    floor = _check_count(min_hidden, "min_hidden", 1)
-    keep = _check_count(min_prefix, "min_prefix", 1)
+    check_text(text, "text")
+    fraction = check_fraction(hidden_fraction, "hidden_fraction")
+    floor = check_count(min_hidden, "min_hidden", 1)
+    keep = check_count(min_prefix, "min_prefix", 1)
     starts, kinds = _unit_starts(text)
     n = len(starts)
     if n < floor + keep:
@@ -308,7 +238,7 @@ _PROMPTS = {
 
 
 def replay_prompt(prefix: str, *, language: str) -> str:
-    """The instruction of a fill-in replay test (papers/004 §3.3, Finding 6).
+    """The instruction of a fill-in replay test (LLMEval-Fair §3.3, Finding 6).
 
     Asks the model to continue ``prefix`` exactly as in its source and to output only the
     continuation. The prefix is embedded verbatim, on its own line at the end.
@@ -331,15 +261,12 @@ def replay_prompt(prefix: str, *, language: str) -> str:
     ValueError
         ``prefix`` or ``language`` is not a string, or ``prefix`` is blank.
     """
-    _check_text(prefix, "prefix")
-    _check_text(language, "language")
+    check_text(prefix, "prefix")
+    check_text(language, "language")
     if not prefix.strip():
         raise ValueError("prefix is blank: a replay prompt needs a visible beginning")
     key = "zh" if language.strip().lower().startswith("zh") else "en"
     return _PROMPTS[key].format(prefix=prefix)
-
-
-# --- matching ---------------------------------------------------------------------------
 
 
 def replay_units(text: str) -> tuple[str, ...]:
@@ -363,7 +290,7 @@ def replay_units(text: str) -> tuple[str, ...]:
     >>> replay_units("It's 3.14 = π，约等于圆周率。")
     ('it', 's', '3', '14', '=', 'π', '约', '等', '于', '圆', '周', '率')
     """
-    _check_text(text, "text")
+    check_text(text, "text")
     folded = unicodedata.normalize("NFKC", text).casefold()
     units: list[str] = []
     word: list[str] = []
@@ -474,7 +401,7 @@ def completion_match(
     threshold: float = 0.9,
     prefix: str | None = None,
 ) -> ReplayMatch:
-    """Score a fill-in replay completion against the hidden end (papers/004 §3.3).
+    """Score a fill-in replay completion against the hidden end (LLMEval-Fair §3.3).
 
     1. Both texts become unit sequences by :func:`replay_units` (NFKC, casefold,
        whitespace collapsed, punctuation dropped; CJK characters and words as units).
@@ -520,11 +447,11 @@ def completion_match(
     >>> completion_match("leaps above a sleepy hound", "jumps over the lazy dog").near_exact
     False
     """
-    _check_text(completion, "completion")
-    _check_text(hidden, "hidden")
-    cutoff = _check_unit_interval(threshold, "threshold")
+    check_text(completion, "completion")
+    check_text(hidden, "hidden")
+    cutoff = check_unit_interval(threshold, "threshold")
     if prefix is not None:
-        _check_text(prefix, "prefix")
+        check_text(prefix, "prefix")
     target = replay_units(hidden)
     if not target:
         raise ValueError(
@@ -552,9 +479,6 @@ def completion_match(
         echoed_prefix=echoed,
         threshold=cutoff,
     )
-
-
-# --- replay rate ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,9 +514,9 @@ def replay_rate(
     n: int | None = None,
     confidence_level: float = 0.95,
 ) -> ReplayRate:
-    """Replay rate with a Clopper-Pearson interval (papers/004 §3.3, table 4).
+    """Replay rate with a Clopper-Pearson interval (LLMEval-Fair §3.3, table 4).
 
-    Table 4 of papers/004 reports counts of successful completions; a rate with an exact
+    Table 4 of LLMEval-Fair reports counts of successful completions; a rate with an exact
     binomial interval makes counts from different numbers of items comparable. With ``k``
     near-exact completions out of ``n`` and ``alpha = 1 - confidence_level``, the
     Clopper-Pearson (1934) interval is
@@ -634,7 +558,7 @@ def replay_rate(
     >>> rate.rate, rate.ci_low, round(rate.ci_high, 5)
     (0.0, 0.0, 0.00368)
     """
-    level = _check_fraction(confidence_level, "confidence_level")
+    level = check_fraction(confidence_level, "confidence_level")
     if matches is not None:
         if near_exact is not None or n is not None:
             raise ValueError("give either matches or the counts near_exact and n, not both")
@@ -654,8 +578,8 @@ def replay_rate(
     else:
         if near_exact is None or n is None:
             raise ValueError("give either matches or both counts near_exact and n")
-        total = _check_count(n, "n", 1)
-        k = _check_count(near_exact, "near_exact", 0)
+        total = check_count(n, "n", 1)
+        k = check_count(near_exact, "near_exact", 0)
         if k > total:
             raise ValueError(f"near_exact ({k}) cannot exceed n ({total})")
     alpha = 1.0 - level
@@ -668,247 +592,4 @@ def replay_rate(
         ci_low=low,
         ci_high=high,
         confidence_level=level,
-    )
-
-
-# --- generalisation gap -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreEstimate:
-    """A model's score on one item set and its standard error, on the 0-100 scale.
-
-    Attributes
-    ----------
-    mean : float
-        The score (e.g. the absolute score ``S`` of papers/004 eq. 1); finite.
-    standard_error : float
-        Its standard error, finite and at least 0 (e.g. from the bootstrap of
-        :mod:`judge.ranking.stability`).
-
-    Raises
-    ------
-    ValueError
-        A value that is not a finite number, or a negative standard error.
-    """
-
-    mean: float
-    standard_error: float
-
-    def __post_init__(self) -> None:
-        mean = _check_finite(self.mean, "ScoreEstimate.mean")
-        error = _check_finite(self.standard_error, "ScoreEstimate.standard_error")
-        if error < 0:
-            raise ValueError(f"ScoreEstimate.standard_error must be at least 0, got {error!r}")
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "standard_error", error)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelGap:
-    """One model's generalisation gap (papers/003 §4.3).
-
-    Attributes
-    ----------
-    model : str
-    public, anchor : ScoreEstimate
-        Its scores on the public item set and on the private anchor set.
-    gap : float
-        ``public.mean - anchor.mean``.
-    standard_error : float
-        ``sqrt(public.standard_error**2 + anchor.standard_error**2)`` (the two sets are
-        scored independently).
-    excess : float
-        ``gap - median gap`` (or ``gap`` with fewer than :data:`MIN_MODELS_FOR_MEDIAN`
-        models, see :attr:`GapReport.relative_to_median`).
-    excess_lower : float
-        ``excess - z * standard_error``, the lower confidence bound of the excess.
-    flagged : bool
-        ``excess > threshold`` and ``excess_lower > 0``: potential overfitting.
-    reported_score : float
-        ``public.mean - z * public.standard_error`` (the lower bound of the public score's
-        interval) if flagged, else ``public.mean``.
-    """
-
-    model: str
-    public: ScoreEstimate
-    anchor: ScoreEstimate
-    gap: float
-    standard_error: float
-    excess: float
-    excess_lower: float
-    flagged: bool
-    reported_score: float
-
-
-@dataclass(frozen=True, slots=True)
-class GapReport:
-    """Generalisation gaps of all models (papers/003 §4.3).
-
-    Attributes
-    ----------
-    models : tuple of ModelGap
-        Models present in both maps, in the order of the public map.
-    median_gap : float or None
-        Median of the gaps of ``models``; None when no model is in both maps.
-    relative_to_median : bool
-        True if ``excess`` is measured from ``median_gap`` (at least
-        :data:`MIN_MODELS_FOR_MEDIAN` models); False if ``excess`` is the raw gap, too few
-        models being available to estimate the difference in difficulty of the two sets.
-    missing : tuple of str
-        Models present in only one map (public-map order, then anchor-map order); they
-        get no gap and no flag.
-    threshold : float
-        The flagging threshold, in points of the 0-100 scale.
-    confidence_level : float
-    z : float
-        The two-sided normal quantile of ``confidence_level`` (1.96 for 0.95).
-    """
-
-    models: tuple[ModelGap, ...]
-    median_gap: float | None
-    relative_to_median: bool
-    missing: tuple[str, ...]
-    threshold: float
-    confidence_level: float
-    z: float
-
-    @property
-    def flagged(self) -> tuple[str, ...]:
-        """The flagged models, in report order."""
-        return tuple(m.model for m in self.models if m.flagged)
-
-    def get(self, model: str) -> ModelGap:
-        """The entry of ``model``; KeyError if it is not in both maps."""
-        for entry in self.models:
-            if entry.model == model:
-                return entry
-        raise KeyError(model)
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2.0
-
-
-def _check_estimates(
-    estimates: Mapping[str, ScoreEstimate], name: str
-) -> Mapping[str, ScoreEstimate]:
-    if not isinstance(estimates, Mapping):
-        raise ValueError(f"{name} must be a mapping of model to ScoreEstimate")
-    for model, estimate in estimates.items():
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"{name}: model names must be non-empty strings, got {model!r}")
-        if not isinstance(estimate, ScoreEstimate):
-            raise ValueError(
-                f"{name}[{model!r}] must be a ScoreEstimate, got {type(estimate).__name__}"
-            )
-    return estimates
-
-
-def generalisation_gap(
-    public: Mapping[str, ScoreEstimate],
-    private_anchor: Mapping[str, ScoreEstimate],
-    *,
-    threshold: float = 5.0,
-    confidence_level: float = 0.95,
-) -> GapReport:
-    """Generalisation gap against a private anchor set (papers/003 §4.3).
-
-    papers/003 scores every model on a Private Anchor Set that is never published,
-    computes the generalisation gap ``gap = score(public) - score(anchor)``, flags models
-    whose gap exceeds a threshold for potential overfitting and reports the lower bound of
-    their performance interval. Here, for each model in both maps:
-
-    * ``gap = public.mean - anchor.mean`` and
-      ``se = sqrt(public.standard_error**2 + anchor.standard_error**2)``;
-    * ``excess = gap - median(gap over all models)``: the two sets differ in difficulty
-      for every model, so a gap shared by all models is no sign of contamination, and
-      only what a model gains beyond the typical gap is. With fewer than
-      :data:`MIN_MODELS_FOR_MEDIAN` models the median says nothing and
-      ``excess = gap`` (``GapReport.relative_to_median`` is False);
-    * ``flagged = excess > threshold and excess - z * se > 0``, ``z`` the two-sided
-      normal quantile of ``confidence_level``: the excess must be both large and
-      significant. The uncertainty of the median itself is neglected;
-    * ``reported_score = public.mean - z * public.standard_error`` for a flagged model
-      (the lower bound of its public score's interval), ``public.mean`` otherwise.
-
-    Parameters
-    ----------
-    public : mapping of str to ScoreEstimate
-        Model -> score on the public (served) item set, 0-100 scale.
-    private_anchor : mapping of str to ScoreEstimate
-        Model -> score on the private anchor set, same scale.
-    threshold : float, default 5.0
-        Excess, in points, above which a model may be flagged; finite and at least 0.
-    confidence_level : float, default 0.95
-        In (0, 1); sets ``z``.
-
-    Returns
-    -------
-    GapReport
-        Models in both maps, in ``public`` order, and those in only one map under
-        ``missing``.
-
-    Raises
-    ------
-    ValueError
-        A map that is not a mapping of non-empty model names to :class:`ScoreEstimate`,
-        a ``threshold`` that is negative or not finite, or a ``confidence_level`` outside
-        (0, 1).
-
-    Examples
-    --------
-    >>> public = {"a": ScoreEstimate(70, 1), "b": ScoreEstimate(60, 1), "c": ScoreEstimate(80, 1)}
-    >>> anchor = {"a": ScoreEstimate(65, 1), "b": ScoreEstimate(55, 1), "c": ScoreEstimate(60, 1)}
-    >>> report = generalisation_gap(public, anchor)
-    >>> report.median_gap, report.flagged, round(report.get("c").reported_score, 2)
-    (5.0, ('c',), 78.04)
-    """
-    _check_estimates(public, "public")
-    _check_estimates(private_anchor, "private_anchor")
-    limit = _check_finite(threshold, "threshold")
-    if limit < 0:
-        raise ValueError(f"threshold must be at least 0, got {limit!r}")
-    level = _check_fraction(confidence_level, "confidence_level")
-    z = _z(level)
-    common = [m for m in public if m in private_anchor]
-    missing = tuple(m for m in public if m not in private_anchor) + tuple(
-        m for m in private_anchor if m not in public
-    )
-    gaps = {m: public[m].mean - private_anchor[m].mean for m in common}
-    median_gap = _median(list(gaps.values())) if gaps else None
-    relative = median_gap is not None and len(gaps) >= MIN_MODELS_FOR_MEDIAN
-    entries: list[ModelGap] = []
-    for model in common:
-        pub, anchor = public[model], private_anchor[model]
-        gap = gaps[model]
-        error = math.hypot(pub.standard_error, anchor.standard_error)
-        excess = gap - median_gap if relative and median_gap is not None else gap
-        excess_lower = excess - z * error
-        flagged = excess > limit and excess_lower > 0
-        entries.append(
-            ModelGap(
-                model=model,
-                public=pub,
-                anchor=anchor,
-                gap=gap,
-                standard_error=error,
-                excess=excess,
-                excess_lower=excess_lower,
-                flagged=flagged,
-                reported_score=pub.mean - z * pub.standard_error if flagged else pub.mean,
-            )
-        )
-    return GapReport(
-        models=tuple(entries),
-        median_gap=median_gap,
-        relative_to_median=relative,
-        missing=missing,
-        threshold=limit,
-        confidence_level=level,
-        z=z,
     )

@@ -1,0 +1,58 @@
+"""Checks of the arguments of the contamination statistics.
+
+Each function returns the value as the type it must have, or raises ``ValueError`` naming
+the argument (``name``) and what is wrong with it; bools are refused where a number is
+expected.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+
+def check_fraction(value: object, name: str) -> float:
+    """A float strictly inside (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+    number = float(value)
+    if not 0.0 < number < 1.0:  # also refuses NaN
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {number!r}")
+    return number
+
+
+def check_unit_interval(value: object, name: str) -> float:
+    """A float in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {number!r}")
+    return number
+
+
+def check_finite(value: object, name: str) -> float:
+    """A finite float."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number!r}")
+    return number
+
+
+def check_count(value: object, name: str, minimum: int) -> int:
+    """An integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    number = int(value)
+    if number < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def check_text(value: object, name: str) -> str:
+    """A string."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    return value
