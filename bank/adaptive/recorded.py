@@ -8,7 +8,7 @@
   present (else ``mc``).
 
 Every problem of a file is reported at once as ``file:line: field: what``
-(:class:`~judge.input_problems.InputError`). Parsers take text; :func:`load_responses`
+(:class:`~bank.formats.input_problems.InputError`). Parsers take text; :func:`load_responses`
 and :func:`load_items` read files.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 from bank.formats.safe_json import JsonProblem, parse_json
-from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 STRATUM_FIELDS = ("discipline", "subdiscipline", "type")
 

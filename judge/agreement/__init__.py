@@ -31,6 +31,7 @@ One concept per module:
 
 from __future__ import annotations
 
+from bank.formats.input_problems import MAX_REPORTED_ERRORS, InputProblem
 from judge.agreement.kappa import (
     KappaWeights,
     RaterAgreement,
@@ -50,7 +51,6 @@ from judge.agreement.ratings_csv import (
 from judge.agreement.render import render_tables
 from judge.agreement.report import AgreementReport, FamilyBias, agreement_report, default_judge
 from judge.agreement.scores import SCORE_LABELS, Scores
-from judge.input_problems import MAX_REPORTED_ERRORS, InputProblem
 
 __all__ = [
     "MAX_REPORTED_ERRORS",

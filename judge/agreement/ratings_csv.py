@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from collections import Counter
 
+from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 from judge.agreement.ratings import Rating
-from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("answer_id", "rater", "score")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("model", "model_family")

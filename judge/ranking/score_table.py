@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from judge.input_problems import InputError, InputProblem, numbered_rows
+from bank.formats.input_problems import InputError, InputProblem, numbered_rows
 from judge.ranking.diagnostics import ScoreMatrix
 
 MODEL_COLUMN = "model"

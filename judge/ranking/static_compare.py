@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from judge.input_problems import InputError, InputProblem, numbered_rows, read_text
+from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 
 VALUE_COLUMNS: tuple[str, ...] = ("score", "rank")
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from judge.input_problems import InputError
+from bank.formats.input_problems import InputError
 from judge.prompts import PROMPT_VERSION
 from judge.ranking.diagnostics import SchemeError, validate_schemes
 from judge.ranking.leaderboard import board_diagnostics

@@ -1,8 +1,10 @@
 """Problems found in an input file, reported all at once as ``file:line: field: what``.
 
-The readers of ratings (``judge.agreement``), score tables and static leaderboards
-(``judge.ranking``) collect every problem of a file before refusing it, so a user fixes
-them in one go; their errors subclass ``InputError``.
+The readers of recorded responses (``bank.adaptive.recorded``), ratings
+(``judge.agreement``), score tables and static leaderboards (``judge.ranking``) collect
+every problem of a file before refusing it, so a user fixes them in one go; their errors
+subclass ``InputError``. It lives in the bank, the lowest of the packages, next to
+:mod:`bank.formats.safe_json`, so that every reader above it can use it.
 """
 
 from __future__ import annotations
