@@ -227,8 +227,8 @@ def test_the_only_audit_route_reads(api_app_routes: set[tuple[str, str]]) -> Non
 @pytest.fixture
 def api_app_routes() -> set[tuple[str, str]]:
     from server.app import create_app
-    from tests.server.test_route_matrix import app_routes
     from tests.support.api import test_settings
+    from tests.system.test_route_matrix import app_routes
 
     return app_routes(create_app(test_settings("sqlite+aiosqlite:///unused.db")))
 

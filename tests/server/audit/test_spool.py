@@ -22,14 +22,14 @@ from server.audit.spool import Spool, decode_rows
 from server.audit.writer import AuditWriter, database_tag
 from server.database import create_engine, upgrade
 from tests.server.audit.test_audit import audit_rows, last_audit_id
-from tests.server.test_crash import (
+from tests.support import services
+from tests.support.api import login, running_api, seed_world, test_settings
+from tests.system.test_crash import (
     spool_files,
     start_postgres_again,
     stop_postgres_immediately,
     wait_for_empty_spool,
 )
-from tests.support import services
-from tests.support.api import login, running_api, seed_world, test_settings
 
 pytestmark = [pytest.mark.postgres]
 

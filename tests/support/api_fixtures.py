@@ -1,4 +1,4 @@
-"""Fixtures for API tests: a seeded database and a running app on each backend."""
+"""API fixtures: a seeded database (``world_db``) and the running app on it (``api``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""System tests: the whole server (and client) as a user or an attacker meets it."""
