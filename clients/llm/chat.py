@@ -17,10 +17,11 @@ Contract
 * Retried: HTTP 408, 409, 429 and 5xx, and every ``httpx.TransportError`` (timeouts, refused
   or reset connections, remote protocol errors) or ``httpx.DecodingError``. The wait before
   the next attempt is the server's ``retry-after-ms`` / ``Retry-After`` when it sent one
-  (:func:`parse_retry_after`), else :func:`backoff_delay`. A server-requested wait longer
-  than ``max_wait_s`` raises :class:`ChatDeferred` at once, without sleeping, so the caller
-  can reschedule the job instead of parking a worker. Deferral is checked before
-  exhaustion: a long ``Retry-After`` on the last attempt still defers.
+  (:func:`~clients.sdk.retry_wait.parse_retry_after`), else :func:`backoff_delay`. A
+  server-requested wait longer than ``max_wait_s`` raises :class:`ChatDeferred` at once,
+  without sleeping, so the caller can reschedule the job instead of parking a worker.
+  Deferral is checked before exhaustion: a long ``Retry-After`` on the last attempt still
+  defers.
 * Concurrency is bounded by an ``asyncio.Semaphore`` held only for the HTTP exchange itself
   (request sent, response fully read), never while sleeping between attempts, so a
   rate-limited call does not occupy a slot.
@@ -35,20 +36,19 @@ Contract
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import math
 import random as _random_module
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
+
+from clients.sdk.retry_wait import exponential_delay, parse_retry_after
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -251,55 +251,6 @@ class ChatProtocolError(ChatError):
 # Pure helpers
 # --------------------------------------------------------------------------- #
 
-# A decimal number of seconds: RFC 9110 says digits only; fractions are accepted too.
-_SECONDS = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*")
-
-
-def _header(headers: httpx.Headers | Mapping[str, str], name: str) -> str | None:
-    """Case-insensitive header lookup (``name`` is lower-case)."""
-    if isinstance(headers, httpx.Headers):
-        found: str | None = headers.get(name)
-        return found
-    value = headers.get(name)
-    if value is not None:
-        return value
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
-
-
-def parse_retry_after(
-    headers: httpx.Headers | Mapping[str, str], *, now: datetime | None = None
-) -> float | None:
-    """The wait, in seconds, a response asks for; ``None`` if it asks for none (or garbage).
-
-    Pure. ``retry-after-ms`` (milliseconds, may be fractional; OpenAI and Azure send it)
-    wins when it is a valid number. Otherwise ``Retry-After`` is read as a number of
-    seconds (integer or decimal) or as an HTTP-date (relative to ``now``, default the
-    current UTC time; a date without zone is taken as UTC). Negative waits and past dates
-    give ``0.0``. Header names are case-insensitive, also for a plain mapping.
-    """
-    ms = _header(headers, "retry-after-ms")
-    if ms is not None and _SECONDS.fullmatch(ms):
-        return max(0.0, float(ms) / 1000.0)
-    value = _header(headers, "retry-after")
-    if value is None:
-        return None
-    if _SECONDS.fullmatch(value):
-        return max(0.0, float(value))
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    if now is None:
-        now = datetime.now(UTC)
-    elif now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
-
 
 def backoff_delay(attempt: int, policy: RetryPolicy, random: float) -> float:
     """The wait after failed attempt ``attempt`` (1-based) when the server gave no hint.
@@ -316,8 +267,7 @@ def backoff_delay(attempt: int, policy: RetryPolicy, random: float) -> float:
     """
     if attempt < 1:
         raise ValueError(f"attempt is 1-based, got {attempt}")
-    exponent = min(attempt - 1, 64)  # 2.0 ** 64 is far past any cap; avoids OverflowError
-    cap = min(policy.max_delay_s, policy.base_delay_s * 2.0**exponent)
+    cap = exponential_delay(attempt - 1, initial_s=policy.base_delay_s, max_s=policy.max_delay_s)
     jitter = min(1.0, max(0.0, random))
     return cap / 2.0 + jitter * cap / 2.0
 

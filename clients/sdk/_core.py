@@ -47,6 +47,7 @@ from clients.sdk.errors import (
     ServiceUnavailableError,
     error_from_response,
 )
+from clients.sdk.retry_wait import exponential_delay
 from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, Usage
 
 T = TypeVar("T")
@@ -116,7 +117,7 @@ class Retry:
 
 def backoff(retry: int) -> float:
     """Seconds before retry number ``retry`` (0-based): capped exponential, with jitter."""
-    delay = min(INITIAL_RETRY_DELAY_S * 2.0 ** min(retry, 32), MAX_RETRY_DELAY_S)
+    delay = exponential_delay(retry, initial_s=INITIAL_RETRY_DELAY_S, max_s=MAX_RETRY_DELAY_S)
     return delay * (1.0 - 0.25 * random.random())
 
 

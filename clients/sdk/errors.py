@@ -29,11 +29,11 @@ status. Messages carry the status, title and detail the server wrote; never a to
 
 from __future__ import annotations
 
-import email.utils
-import time
 from typing import Any
 
 import httpx
+
+from clients.sdk.retry_wait import parse_retry_after
 
 PROBLEM_TYPE_BASE = "https://proctor.dev/problems/"
 
@@ -232,26 +232,3 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
         if cls is not None and by_status is not APIStatusError and issubclass(cls, by_status):
             return cls(response, problem)
     return by_status(response, problem)
-
-
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """``Retry-After`` in seconds (a number of seconds or an HTTP date); None if absent or
-    unreadable. ``retry-after-ms`` wins when present."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
