@@ -7,8 +7,31 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from clients.sdk.types import AdaptiveBound, AdaptivePolicy
+from server.auth.tokens import KeyConfigurationError, check_secret
+
+ENV_PREFIX = "PROCTOR_"
+
+
+class InvalidSettings(ValueError):
+    """The ``PROCTOR_`` settings are refused; ``lines`` name each variable and what is
+    wrong with it (``PROCTOR_X: why``), for a message without a traceback."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+    @classmethod
+    def of(cls, error: ValidationError) -> InvalidSettings:
+        lines = []
+        for problem in error.errors(include_url=False):
+            variable = ENV_PREFIX + "_".join(str(part) for part in problem["loc"]).upper()
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            lines.append(message if message.startswith(variable) else f"{variable}: {message}")
+        return cls(lines)
 
 
 def default_data_dir() -> Path:
@@ -78,7 +101,11 @@ class Settings(BaseSettings):
     """Every ``PROCTOR_`` variable. See docs/configuration.md."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PROCTOR_", env_file=".env", extra="ignore", use_attribute_docstrings=True
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        extra="ignore",
+        use_attribute_docstrings=True,
+        hide_input_in_errors=True,  # a refused secret must not end up in a log
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -212,9 +239,9 @@ class Settings(BaseSettings):
     flagged (public sessions versus the private anchor set)."""
 
     # --- adaptive sessions (see server/sessions/adaptive.py, bank/adaptive) ---
-    adaptive_policy: Literal["uniform", "proportional", "neyman", "neyman-irt"] = "neyman-irt"
+    adaptive_policy: AdaptivePolicy = AdaptivePolicy.NEYMAN_IRT
     """The default policy of ``mode: adaptive`` sessions."""
-    adaptive_bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] = "normal"
+    adaptive_bound: AdaptiveBound = AdaptiveBound.NORMAL
     """The default interval of the stopping rule. ``hoeffding-serfling`` is guaranteed but
     depends on the number of items only (6.4 points at 1,000 items with the default
     schedule), ``normal`` follows the variance (asymptotic; replay coverage in
@@ -227,6 +254,18 @@ class Settings(BaseSettings):
     """The stopping rule is checked after every this many scored items."""
     adaptive_pilot: int = Field(2, ge=0, le=100)
     """Items every stratum gets before the allocation follows the policy."""
+
+    @field_validator("jwt_secret")
+    @classmethod
+    def _strong_secret(cls, secret: SecretStr | None) -> SecretStr | None:
+        """Refuse a known placeholder, one under 32 bytes or one of few distinct
+        characters, wherever settings are read (the server and every CLI command)."""
+        if secret is not None:
+            try:
+                check_secret(secret.get_secret_value())
+            except KeyConfigurationError as error:
+                raise ValueError(str(error)) from None
+        return secret
 
     @property
     def runs_scoring_in_process(self) -> bool:
@@ -256,5 +295,8 @@ class Settings(BaseSettings):
 
 @lru_cache
 def get_settings() -> Settings:
-    """The process-wide settings, read once."""
-    return Settings()
+    """The process-wide settings, read once; ``InvalidSettings`` if any is refused."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise InvalidSettings.of(error) from None

@@ -40,11 +40,11 @@ from clients.sdk import (
     ProctorError,
     Session,
     SessionInUseError,
+    SessionMode,
+    SessionState,
     Usage,
 )
-
-OPEN_STATES = frozenset({"created", "active"})
-FINISHED_STATES = frozenset({"answered", "scored"})
+from clients.sdk.types import ALL_ANSWERED_STATES, OPEN_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class RunConfig:
     adapter: ModelAdapter = field(default_factory=lambda: get_adapter("openai"))
     system_prompt: str | None = None
     n_items: int | None = None
-    mode: str = "fixed"
+    mode: SessionMode = SessionMode.FIXED
     """``fixed`` or ``adaptive`` (the server picks the items and may stop early)."""
     adaptive: dict[str, Any] | None = None
     """Options of adaptive sessions (``policy``, ``bound``, ``target_halfwidth``, ``delta``)."""
@@ -78,13 +78,15 @@ class SessionOutcome:
     n_items: int
     answered_before: int
     answered: int = 0
-    state: str = ""
+    state: SessionState | None = None
+    """The session's state when driving it ended (None if it could not be read)."""
     error: str | None = None
     resumed: bool = False
 
     @property
     def finished(self) -> bool:
-        return self.error is None and self.state in FINISHED_STATES
+        """Driven to its end without error: every item answered (``ALL_ANSWERED_STATES``)."""
+        return self.error is None and self.state in ALL_ANSWERED_STATES
 
 
 @dataclass(slots=True)
@@ -184,7 +186,7 @@ class Runner:
             session = await self.client.get_session(session_id)
             if session.state in OPEN_STATES:
                 resumable.append(session)
-            elif session.state in FINISHED_STATES:
+            elif session.state in ALL_ANSWERED_STATES:
                 finished.append(session_id)
         seen = set(known.sessions)
         for session in await self.client.list_sessions():
@@ -214,7 +216,7 @@ class Runner:
         self.transcript.write(
             "session_end",
             session_id=sid,
-            state=outcome.state or None,
+            state=outcome.state,
             answered=outcome.answered,
             error=outcome.error,
         )
@@ -282,7 +284,7 @@ def summary_json(summary: RunSummary) -> dict[str, object]:
         "sessions": [
             {
                 "session_id": o.session_id,
-                "state": o.state or None,
+                "state": o.state,
                 "resumed": o.resumed,
                 "answered_now": o.answered,
                 "answered_before": o.answered_before,

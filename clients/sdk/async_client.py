@@ -15,7 +15,15 @@ import httpx
 from clients.sdk import _core
 from clients.sdk._core import IdLike
 from clients.sdk.errors import AuthenticationError, ProctorError
-from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, Usage
+from clients.sdk.types import (
+    Accepted,
+    Item,
+    Model,
+    ScoringProgress,
+    Session,
+    SessionMode,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -184,7 +192,7 @@ class AsyncProctorClient:
         *,
         model_id: IdLike,
         n_items: int | None = None,
-        mode: str = "fixed",
+        mode: SessionMode = SessionMode.FIXED,
         adaptive: dict[str, Any] | None = None,
     ) -> Session:
         """Open a session (a fresh sample of unseen items). ``mode="adaptive"`` lets the

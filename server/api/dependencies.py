@@ -1,7 +1,8 @@
 """Request dependencies: the unit of work, the authenticated principal, permissions.
 
-Use the ``Annotated`` aliases in routes: ``db: DbSession`` and
-``principal: Annotated[Principal, require(Permission.X)]``.
+Use the ``Annotated`` aliases in routes: ``db: DbSession``, ``runtime: RuntimeDep`` and, for
+the authenticated principal holding a permission, the alias named after what it may do
+(``principal: SessionsReader``); ``require(Permission.X)`` builds one for a new permission.
 """
 
 from __future__ import annotations
@@ -94,3 +95,17 @@ def require(
 
     check.__name__ = f"require_{permission.name.lower()}"
     return Depends(check)
+
+
+SelfReader = Annotated[Principal, require(Permission.SELF_READ)]
+TokensRevoker = Annotated[Principal, require(Permission.TOKENS_REVOKE)]
+ModelsReader = Annotated[Principal, require(Permission.MODELS_READ)]
+ModelsWriter = Annotated[Principal, require(Permission.MODELS_WRITE)]
+SessionsReader = Annotated[Principal, require(Permission.SESSIONS_READ)]
+SessionsCreator = Annotated[Principal, require(Permission.SESSIONS_CREATE)]
+SessionsDriver = Annotated[Principal, require(Permission.SESSIONS_DRIVE)]
+SessionsAborter = Annotated[Principal, require(Permission.SESSIONS_ABORT)]
+AllSessionsLister = Annotated[Principal, require(Permission.SESSIONS_LIST_ALL)]
+LeaderboardReader = Annotated[Principal, require(Permission.LEADERBOARD_READ)]
+AnchorDesignator = Annotated[Principal, require(Permission.LEADERBOARD_ANCHOR)]
+AuditReader = Annotated[Principal, require(Permission.AUDIT_READ)]

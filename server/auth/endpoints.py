@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Request
-from sqlalchemy import select
 
-from server.api.dependencies import DbSession, RuntimeDep, require
+from server.api.dependencies import DbSession, RuntimeDep, SelfReader, TokensRevoker
 from server.auth import service
-from server.auth.permissions import Permission, Principal
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
 from server.auth.throttle import (
     client_address,
@@ -17,8 +13,6 @@ from server.auth.throttle import (
     failure_limit,
     refusals_counted,
 )
-from server.errors import InvalidInput, NotFound
-from server.sessions.models import EvalSession
 
 router = APIRouter(tags=["auth"])
 
@@ -35,19 +29,12 @@ async def issue_token(
             db, codec=runtime.codec, api_key=body.api_key, session_id=body.session_id
         )
     if body.session_id is not None:
-        owner = await db.scalar(select(EvalSession.org_id).where(EvalSession.id == body.session_id))
-        every_org = service.principal_from(claims).can(Permission.ANY_ORG)
-        if owner is None or (owner != claims.org and not every_org):
-            raise NotFound(f"no session {body.session_id}")
+        await service.require_scope_visible(db, claims=claims, session_id=body.session_id)
     return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
 
 
 @router.post("/v1/auth/refresh", response_model=TokenResponse)
-async def refresh(
-    db: DbSession,
-    runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.SELF_READ)],
-) -> TokenResponse:
+async def refresh(db: DbSession, runtime: RuntimeDep, principal: SelfReader) -> TokenResponse:
     """Trade a valid token for a fresh one with the same scope. The old one is revoked, and
     with it the leases it held on sessions: the new token (or, if this response is lost, a
     token exchanged from the key again) drives on without "session in use"."""
@@ -56,27 +43,12 @@ async def refresh(
 
 
 @router.get("/v1/whoami", response_model=WhoAmI)
-async def whoami(principal: Annotated[Principal, require(Permission.SELF_READ)]) -> WhoAmI:
+async def whoami(principal: SelfReader) -> WhoAmI:
     """Who the bearer token stands for."""
-    return WhoAmI(
-        subject=principal.subject,
-        org_id=principal.org_id,
-        role=principal.role.value,
-        session_id=principal.session_id,
-    )
+    return WhoAmI.model_validate(principal, from_attributes=True)
 
 
 @router.post("/v1/admin/tokens/revoke", response_model=RevokeResponse)
-async def revoke(
-    body: RevokeRequest,
-    db: DbSession,
-    _: Annotated[Principal, require(Permission.TOKENS_REVOKE)],
-) -> RevokeResponse:
+async def revoke(body: RevokeRequest, db: DbSession, _: TokensRevoker) -> RevokeResponse:
     """Revoke one token (``jti``) or an API key with every token issued for it (``key_id``)."""
-    if (body.jti is None) == (body.key_id is None):
-        raise InvalidInput("give exactly one of jti and key_id")
-    if body.jti is not None:
-        return RevokeResponse(revoked=await service.revoke_token(db, jti=body.jti))
-    assert body.key_id is not None
-    await service.revoke_api_key(db, key_id=body.key_id)
-    return RevokeResponse(revoked=True)
+    return RevokeResponse(revoked=await service.revoke(db, jti=body.jti, key_id=body.key_id))

@@ -11,13 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from clients.sdk.types import Role
 
-class Role(StrEnum):
-    ADMIN = "admin"
-    EVALUATOR = "evaluator"
-    VENDOR = "vendor"
-    AUDITOR = "auditor"
-
+__all__ = ["PLATFORM_ROLES", "ROLE_PERMISSIONS", "Permission", "Principal", "Role"]
 
 PLATFORM_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.AUDITOR})
 """Roles that act on (admin) or read (auditor) every organisation's data

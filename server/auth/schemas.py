@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from clients.sdk.types import Role
 from server.api.bodies import RequestBody
 
 
@@ -34,5 +35,5 @@ class RevokeResponse(BaseModel):
 class WhoAmI(BaseModel):
     subject: str
     org_id: uuid.UUID
-    role: str
+    role: Role
     session_id: uuid.UUID | None

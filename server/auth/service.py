@@ -18,6 +18,7 @@ from server.auth.tokens import TokenClaims, TokenCodec
 from server.errors import InvalidInput, NotFound, Unauthorized
 from server.orgs.models import Organisation
 from server.orgs.service import find_operator_org
+from server.sessions.service import get_session
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,27 @@ async def exchange_api_key(
         )
         raise Unauthorized("invalid API key")
     return codec.issue(subject=str(row.id), org_id=row.org_id, role=row.role, session_id=session_id)
+
+
+async def require_scope_visible(
+    session: AsyncSession, *, claims: TokenClaims, session_id: uuid.UUID
+) -> None:
+    """``NotFound`` unless the key ``claims`` were issued for may see session
+    ``session_id`` (its own organisation's, or any with ``Permission.ANY_ORG``): a token is
+    scoped only to a session its key could read."""
+    await get_session(session, principal=principal_from(claims), session_id=session_id)
+
+
+async def revoke(session: AsyncSession, *, jti: str | None, key_id: uuid.UUID | None) -> bool:
+    """Revoke token ``jti``, or API key ``key_id`` with every token issued for it (exactly
+    one of the two, else ``InvalidInput``); False if the token was revoked already."""
+    if (jti is None) == (key_id is None):
+        raise InvalidInput("give exactly one of jti and key_id")
+    if jti is not None:
+        return await revoke_token(session, jti=jti)
+    assert key_id is not None
+    await revoke_api_key(session, key_id=key_id)
+    return True
 
 
 async def is_revoked(session: AsyncSession, *, claims: TokenClaims) -> bool:

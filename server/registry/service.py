@@ -11,50 +11,36 @@ from server.auth.permissions import Permission, Principal
 from server.errors import Conflict, Forbidden, NotFound
 from server.orgs.service import get_org
 from server.registry.models import RegisteredModel
+from server.registry.schemas import ModelCreate
 
 
 async def register_model(
-    db: AsyncSession,
-    *,
-    principal: Principal,
-    name: str,
-    api_snapshot: str,
-    family: str | None,
-    params_b: float | None,
-    org_name: str | None = None,
-    usd_per_mtok_in: float | None = None,
-    usd_per_mtok_out: float | None = None,
+    db: AsyncSession, *, principal: Principal, model: ModelCreate
 ) -> RegisteredModel:
-    """Register a model of the caller's organisation (admins may name another ``org``);
-    the prices (USD per million tokens) are optional and only feed the leaderboard's cost."""
+    """Register ``model`` for the caller's organisation (with ``Permission.ANY_ORG``, for
+    the organisation ``model.org`` names); the prices (USD per million tokens) are optional
+    and only feed the leaderboard's cost. ``Conflict`` if the name and snapshot are taken."""
     org_id = principal.org_id
-    if org_name is not None:
+    if model.org is not None:
         if not principal.can(Permission.ANY_ORG):
             raise Forbidden("only admins may register a model for another organisation")
-        org_id = (await get_org(db, name=org_name)).id
+        org_id = (await get_org(db, name=model.org)).id
     existing = await db.scalar(
         select(RegisteredModel.id).where(
             RegisteredModel.org_id == org_id,
-            RegisteredModel.name == name,
-            RegisteredModel.api_snapshot == api_snapshot,
+            RegisteredModel.name == model.name,
+            RegisteredModel.api_snapshot == model.api_snapshot,
         )
     )
     if existing is not None:
         raise Conflict(
-            f"model {name!r} snapshot {api_snapshot!r} is registered already: {existing}"
+            f"model {model.name!r} snapshot {model.api_snapshot!r} is registered already: "
+            f"{existing}"
         )
-    model = RegisteredModel(
-        org_id=org_id,
-        name=name,
-        api_snapshot=api_snapshot,
-        family=family,
-        params_b=params_b,
-        usd_per_mtok_in=usd_per_mtok_in,
-        usd_per_mtok_out=usd_per_mtok_out,
-    )
-    db.add(model)
+    row = RegisteredModel(org_id=org_id, **model.model_dump(exclude={"org"}))
+    db.add(row)
     await db.flush()
-    return model
+    return row
 
 
 async def get_model(

@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select, update
@@ -32,6 +31,7 @@ from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy, assign_strata
 from bank.exposure import release_undelivered
 from bank.models import Item, SampleItem
+from clients.sdk.types import AdaptiveBound, AdaptivePolicy, AdaptiveSummary, StopReason
 from server.scoring.models import Verdict
 from server.scoring.service import finish_sessions
 from server.sessions.limits import AdaptiveDefaults
@@ -50,8 +50,8 @@ HISTORY_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
 class AdaptiveRequest:
     """What a client may choose; None takes the server's default."""
 
-    policy: str | None = None
-    bound: str | None = None
+    policy: AdaptivePolicy | None = None
+    bound: AdaptiveBound | None = None
     target_halfwidth: float | None = None
     """Score points (0-100)."""
     delta: float | None = None
@@ -155,7 +155,7 @@ async def stop_early(db: AsyncSession, *, record: EvalSession, now: datetime) ->
     await db.flush()
 
 
-async def summary(db: AsyncSession, *, record: EvalSession) -> dict[str, Any]:
+async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
     """The session's policy, its current estimate and half-width (points) over every score
     so far, and why it stopped (None while it runs)."""
     run = await get_run(db, session_id=record.id)
@@ -166,22 +166,31 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> dict[str, Any]:
         estimate = decision.estimate.mean * POINTS
         halfwidth = decision.halfwidth * POINTS
     budget = await _pool_size(db, record=record)
-    stop_reason = run.stop_reason
+    stop_reason = None if run.stop_reason is None else StopReason(run.stop_reason)
     if stop_reason is None and record.n_delivered == budget:
-        stop_reason = "budget"
-    return {
-        "policy": run.policy,
-        "bound": run.bound,
-        "delta": run.delta,
-        "target_halfwidth": run.target_halfwidth * POINTS,
-        "budget": budget,
-        "n_scored": state.n_scored,
-        "estimate": estimate,
-        "halfwidth": halfwidth,
-        "checks": run.checks_done,
-        "stop_reason": stop_reason,
-        "history_models": run.history_models,
-    }
+        stop_reason = StopReason.BUDGET
+    return AdaptiveSummary(
+        policy=AdaptivePolicy(run.policy),
+        bound=AdaptiveBound(run.bound),
+        delta=run.delta,
+        target_halfwidth=run.target_halfwidth * POINTS,
+        budget=budget,
+        history_models=run.history_models,
+        n_scored=state.n_scored,
+        estimate=estimate,
+        halfwidth=halfwidth,
+        checks=run.checks_done,
+        stop_reason=stop_reason,
+    )
+
+
+def without_verdict_figures(summary: AdaptiveSummary) -> AdaptiveSummary:
+    """``summary`` without the figures that move with single verdicts (estimate, interval,
+    stop reason, counts of scores and checks: with ``completed`` they would give the review
+    count); see ``server.scoring.visibility``."""
+    return replace(
+        summary, estimate=None, halfwidth=None, stop_reason=None, n_scored=None, checks=None
+    )
 
 
 def _remember(run: AdaptiveRun, decision: Decision, n_scored: int) -> None:

@@ -8,17 +8,27 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Path, Query, Response
 
-from server.api.dependencies import DbSession, RuntimeDep, require
-from server.auth.permissions import Permission, Principal
+from server.api.dependencies import (
+    AllSessionsLister,
+    DbSession,
+    RuntimeDep,
+    SessionsAborter,
+    SessionsCreator,
+    SessionsDriver,
+    SessionsReader,
+)
+from server.auth.permissions import Principal
 from server.scoring.visibility import shows_verdict_figures
 from server.sessions import adaptive, service
 from server.sessions.adaptive import AdaptiveRequest
 from server.sessions.models import EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.schemas import AnswerAccepted, AnswerIn, ItemOut, SessionCreate, SessionOut
+from server.sessions.states import SessionState
 
 router = APIRouter(tags=["sessions"])
 SessionId = Annotated[uuid.UUID, Path(description="Session id (a UUID).")]
+Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
 def _now() -> datetime:
@@ -27,10 +37,7 @@ def _now() -> datetime:
 
 @router.post("/v1/sessions", response_model=SessionOut, status_code=201)
 async def create_session(
-    body: SessionCreate,
-    db: DbSession,
-    runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.SESSIONS_CREATE)],
+    body: SessionCreate, db: DbSession, runtime: RuntimeDep, principal: SessionsCreator
 ) -> SessionOut:
     """Open a session for a registered model: a fresh sample of unseen items is allocated."""
     record = await service.create_session(
@@ -53,35 +60,31 @@ def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
 
 
 async def _session_out(db: DbSession, record: EvalSession, principal: Principal) -> SessionOut:
-    """The session with, if adaptive, its policy and estimate: the estimate, its interval,
-    why it stopped and the counts of scores and checks (with ``completed`` they would give
-    the review count) only where verdict figures may be shown (``shows_verdict_figures``)."""
+    """The session with, if adaptive, its policy and estimate: the figures that move with
+    single verdicts only where they may be shown (``shows_verdict_figures``)."""
     if record.mode != SessionMode.ADAPTIVE.value:
         return SessionOut.of(record)
     summary = await adaptive.summary(db, record=record)
     if not shows_verdict_figures(principal, record.state):
-        summary.update(
-            estimate=None, halfwidth=None, stop_reason=None, n_scored=None, checks=None
-        )
+        summary = adaptive.without_verdict_figures(summary)
     return SessionOut.of(record, summary)
+
+
+def _sessions_out(records: list[EvalSession]) -> list[SessionOut]:
+    return [SessionOut.of(r) for r in records]
 
 
 @router.get("/v1/sessions", response_model=list[SessionOut])
 async def list_own_sessions(
-    db: DbSession,
-    principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    db: DbSession, principal: SessionsReader, limit: Limit = 100
 ) -> list[SessionOut]:
     """Your organisation's sessions, newest first (every organisation's for auditors)."""
-    records = await service.list_sessions(db, principal=principal, limit=limit)
-    return [SessionOut.of(r) for r in records]
+    return _sessions_out(await service.list_sessions(db, principal=principal, limit=limit))
 
 
 @router.get("/v1/sessions/{session_id}", response_model=SessionOut)
 async def read_session(
-    session_id: SessionId,
-    db: DbSession,
-    principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
+    session_id: SessionId, db: DbSession, principal: SessionsReader
 ) -> SessionOut:
     """State and counts (allocated, pending, completed) of one session; for an adaptive
     session also its policy, estimate and interval."""
@@ -95,10 +98,7 @@ async def read_session(
     responses={204: {"description": "Every item has been delivered and answered."}},
 )
 async def next_item(
-    session_id: SessionId,
-    db: DbSession,
-    runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.SESSIONS_DRIVE)],
+    session_id: SessionId, db: DbSession, runtime: RuntimeDep, principal: SessionsDriver
 ) -> ItemOut | Response:
     """The item to answer now; the same pending item again on retry; 204 when done."""
     item = await service.next_item(
@@ -106,14 +106,7 @@ async def next_item(
     )
     if item is None:
         return Response(status_code=204)
-    return ItemOut(
-        position=item.position,
-        item_id=item.item_id,
-        question=item.question,
-        options=item.options,
-        qtype=item.qtype,
-        discipline=item.discipline,
-    )
+    return ItemOut.model_validate(item, from_attributes=True)
 
 
 @router.post("/v1/sessions/{session_id}/answers", response_model=AnswerAccepted, status_code=201)
@@ -122,7 +115,7 @@ async def submit_answer(
     body: AnswerIn,
     db: DbSession,
     runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.SESSIONS_DRIVE)],
+    principal: SessionsDriver,
     background: BackgroundTasks,
 ) -> AnswerAccepted:
     """Answer the pending item; 409 for a second answer or another item (the first stays).
@@ -144,36 +137,28 @@ async def submit_answer(
         judge=runtime.default_judge,
     )
     background.add_task(runtime.waker.wake)
-    return AnswerAccepted(
-        session_id=accepted.session_id,
-        position=accepted.position,
-        item_id=accepted.item_id,
-        submitted_at=accepted.submitted_at,
-    )
+    return AnswerAccepted.model_validate(accepted, from_attributes=True)
 
 
 @router.get("/v1/admin/sessions", response_model=list[SessionOut])
 async def admin_list_sessions(
     db: DbSession,
-    principal: Annotated[Principal, require(Permission.SESSIONS_LIST_ALL)],
+    principal: AllSessionsLister,
     org_id: uuid.UUID | None = None,
-    state: Annotated[
-        str | None, Query(pattern="^(created|active|answered|scored|expired|aborted)$")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    state: SessionState | None = None,
+    limit: Limit = 100,
 ) -> list[SessionOut]:
     """Every organisation's sessions, filtered by organisation and state."""
-    records = await service.list_sessions(
-        db, principal=principal, org_id=org_id, state=state, limit=limit
+    return _sessions_out(
+        await service.list_sessions(
+            db, principal=principal, org_id=org_id, state=state, limit=limit
+        )
     )
-    return [SessionOut.of(r) for r in records]
 
 
 @router.post("/v1/admin/sessions/{session_id}/abort", response_model=SessionOut)
 async def admin_abort_session(
-    session_id: SessionId,
-    db: DbSession,
-    principal: Annotated[Principal, require(Permission.SESSIONS_ABORT)],
+    session_id: SessionId, db: DbSession, principal: SessionsAborter
 ) -> SessionOut:
     """Abort an open session; its undelivered items go back to the pool."""
     record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())

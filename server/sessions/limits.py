@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from server.config import Settings
 
 
@@ -11,8 +12,8 @@ from server.config import Settings
 class AdaptiveDefaults:
     """What an adaptive session uses for what its request leaves out."""
 
-    policy: str = "neyman-irt"
-    bound: str = "normal"
+    policy: AdaptivePolicy = AdaptivePolicy.NEYMAN_IRT
+    bound: AdaptiveBound = AdaptiveBound.NORMAL
     target_halfwidth: float = 5.0
     """Score points (0-100)."""
     delta: float = 0.05

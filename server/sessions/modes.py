@@ -1,31 +1,24 @@
 """The kinds of session (``EvalSession.mode``).
 
-* ``fixed``: a stratified sample of unseen items, scored and ranked (papers/004 §2.2).
-* ``replay``: contamination check by fill-in replay (papers/004 §3.3, finding 6): each
-  item is delivered with the end of its question hidden and the model is asked to
-  continue the text; near-exact completions are counted, not ranked.
+* ``fixed``: a stratified sample of unseen items (``bank.sampling``), scored and ranked.
+* ``replay``: contamination check by fill-in replay: each item is delivered with the end
+  of its question hidden and the model is asked to continue the text; near-exact
+  completions are counted, not ranked.
 * ``anchor``: items of the private anchor set (``Item.status == "anchor"``, never served
   in any other session), scored as usual; the score is compared with the model's fixed
-  sessions for the generalisation gap (papers/003 §4.3), not ranked.
+  sessions for the generalisation gap, not ranked.
 * ``adaptive``: the server picks each next item from what has been scored so far and
-  ends the session when the stopping rule fires (issue 7; ``server.sessions.adaptive``).
+  ends the session when the stopping rule fires (``server.sessions.adaptive``).
   Its score is the stratified estimate with its interval; not ranked yet (the leaderboard
   pools plain means of fixed sessions).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
+from clients.sdk.types import SessionMode
 from judge.contamination.replay import MaskedText, mask_question
 
-
-class SessionMode(StrEnum):
-    FIXED = "fixed"
-    REPLAY = "replay"
-    ANCHOR = "anchor"
-    ADAPTIVE = "adaptive"
-
+__all__ = ["CONTAMINATION_MODES", "REPLAY_QTYPE", "SessionMode", "replay_mask"]
 
 CONTAMINATION_MODES: frozenset[SessionMode] = frozenset({SessionMode.REPLAY, SessionMode.ANCHOR})
 """Modes that only admins and evaluators may open, and that never enter the ranking."""

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clients.sdk.types import (
+    AdaptiveBound,
+    AdaptivePolicy,
+    AdaptiveSummary,
+    SessionState,
+    StopReason,
+)
 from server.api.bodies import RequestBody
 from server.sessions.models import EvalSession
 from server.sessions.modes import SessionMode
@@ -22,8 +29,8 @@ class AdaptiveOptions(RequestBody):
     """Options of an ``adaptive`` session; what is left out takes the server's default
     (``PROCTOR_ADAPTIVE_*``). ``n_items`` is the session's budget."""
 
-    policy: Literal["uniform", "proportional", "neyman", "neyman-irt"] | None = None
-    bound: Literal["hoeffding-serfling", "bernstein-serfling", "normal"] | None = None
+    policy: AdaptivePolicy | None = None
+    bound: AdaptiveBound | None = None
     target_halfwidth: float | None = Field(None, gt=0, le=50)
     """Half-width (score points, 0-100) at which the session stops."""
     delta: float | None = Field(None, gt=0, lt=1)
@@ -34,8 +41,10 @@ class AdaptiveOut(BaseModel):
     """Where an adaptive session stands: its estimate (score points, 0-100) over every
     score so far, with the half-width of its stopping rule's interval."""
 
-    policy: str
-    bound: str
+    model_config = ConfigDict(from_attributes=True)
+
+    policy: AdaptivePolicy
+    bound: AdaptiveBound
     delta: float
     target_halfwidth: float
     budget: int
@@ -45,7 +54,7 @@ class AdaptiveOut(BaseModel):
     estimate: float | None
     halfwidth: float | None
     checks: int | None
-    stop_reason: Literal["precise", "budget"] | None
+    stop_reason: StopReason | None
     history_models: int
     """Other models whose past verdicts gave the item parameters (``neyman-irt``)."""
 
@@ -70,7 +79,7 @@ class SessionOut(BaseModel):
     org_id: uuid.UUID
     model_id: uuid.UUID
     mode: SessionMode
-    state: Literal["created", "active", "answered", "scored", "expired", "aborted"]
+    state: SessionState
     n_items: int
     allocated: int
     pending: int
@@ -84,7 +93,7 @@ class SessionOut(BaseModel):
     """An adaptive session's policy and estimate (on the single-session routes only)."""
 
     @classmethod
-    def of(cls, record: EvalSession, adaptive: dict[str, Any] | None = None) -> SessionOut:
+    def of(cls, record: EvalSession, adaptive: AdaptiveSummary | None = None) -> SessionOut:
         fields: dict[str, Any] = {
             "id": record.id,
             "org_id": record.org_id,
@@ -100,7 +109,7 @@ class SessionOut(BaseModel):
         return cls(
             **fields,
             **session_counts(record),
-            adaptive=AdaptiveOut(**adaptive) if adaptive is not None else None,
+            adaptive=AdaptiveOut.model_validate(adaptive) if adaptive is not None else None,
         )
 
 

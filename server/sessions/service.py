@@ -535,7 +535,7 @@ async def list_sessions(
     *,
     principal: Principal,
     org_id: uuid.UUID | None = None,
-    state: str | None = None,
+    state: SessionState | None = None,
     limit: int = 100,
 ) -> list[EvalSession]:
     """Sessions visible to ``principal``, newest first."""
@@ -545,5 +545,5 @@ async def list_sessions(
     elif org_id is not None:
         statement = statement.where(EvalSession.org_id == org_id)
     if state is not None:
-        statement = statement.where(EvalSession.state == state)
+        statement = statement.where(EvalSession.state == state.value)
     return list((await db.execute(statement)).scalars().all())

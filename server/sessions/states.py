@@ -1,34 +1,27 @@
-"""The session lifecycle and the per-item quota state machine (papers/004 §2.2.2, app. H).
+"""The session lifecycle and the per-item quota state machine.
 
-Every allowed transition is listed here and nowhere else; services call ``require_*`` before
+The states themselves are the wire vocabulary of ``clients.sdk.types``; every allowed
+transition is listed here and nowhere else; services call ``require_*`` before
 changing anything, so a forbidden move is a ``Conflict`` rather than a silent corruption.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
+from clients.sdk.types import ENDED_EARLY_STATES, OPEN_STATES, ItemState, SessionState
 from server.errors import Conflict
 
-
-class SessionState(StrEnum):
-    CREATED = "created"
-    """Items allocated, none delivered yet."""
-    ACTIVE = "active"
-    ANSWERED = "answered"
-    """Every item answered; waiting for scores."""
-    SCORED = "scored"
-    EXPIRED = "expired"
-    ABORTED = "aborted"
-
-
-class ItemState(StrEnum):
-    ALLOCATED = "allocated"
-    PENDING = "pending"
-    """Delivered, not yet answered."""
-    COMPLETED = "completed"
-    RELEASED = "released"
-    """Allocated, never delivered, returned to the pool when the session ended early."""
+__all__ = [
+    "ENDED_EARLY_STATES",
+    "ITEM_TRANSITIONS",
+    "OPEN_STATES",
+    "OPEN_STATE_VALUES",
+    "SESSION_TRANSITIONS",
+    "ItemState",
+    "SessionState",
+    "item_state",
+    "require_item_transition",
+    "require_session_transition",
+]
 
 
 SESSION_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
@@ -51,11 +44,8 @@ ITEM_TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     ItemState.RELEASED: frozenset(),
 }
 
-OPEN_STATES = frozenset({SessionState.CREATED, SessionState.ACTIVE})
-"""States in which items are delivered and answered (and which count against quotas)."""
 OPEN_STATE_VALUES = frozenset(s.value for s in OPEN_STATES)
-"""``OPEN_STATES`` as stored in the ``state`` column."""
-ENDED_EARLY = frozenset({SessionState.EXPIRED, SessionState.ABORTED})
+"""``OPEN_STATES`` (which count against quotas) as stored in the ``state`` column."""
 
 
 def require_session_transition(current: str, target: SessionState) -> None:
@@ -79,6 +69,6 @@ def item_state(
         return ItemState.COMPLETED
     if position < n_delivered:
         return ItemState.PENDING
-    if SessionState(session_state) in ENDED_EARLY:
+    if SessionState(session_state) in ENDED_EARLY_STATES:
         return ItemState.RELEASED
     return ItemState.ALLOCATED
