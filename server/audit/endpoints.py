@@ -8,10 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from server.api.dependencies import DbSession, require
+from server.api.dependencies import AuditReader, DbSession
 from server.audit.models import AuditEntry
 from server.audit.schemas import AuditOut
-from server.auth.permissions import Permission, Principal
 
 router = APIRouter(tags=["audit"])
 
@@ -19,7 +18,7 @@ router = APIRouter(tags=["audit"])
 @router.get("/v1/admin/audit", response_model=list[AuditOut])
 async def read_audit(
     db: DbSession,
-    _: Annotated[Principal, require(Permission.AUDIT_READ)],
+    _: AuditReader,
     session_id: uuid.UUID | None = None,
     org_id: uuid.UUID | None = None,
     before_id: Annotated[int | None, Query(ge=1, le=2**62)] = None,

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from judge.prompts import PROMPT_VERSION
-from server.api.dependencies import DbSession, RuntimeDep, require
-from server.auth.permissions import Permission, Principal
+from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardReader, RuntimeDep
+from server.auth.permissions import Permission
 from server.leaderboard import service
 from server.leaderboard.schemas import (
     AnchorIn,
@@ -36,7 +36,7 @@ router = APIRouter(tags=["leaderboard"])
 async def read_leaderboard(
     db: DbSession,
     runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.LEADERBOARD_READ)],
+    principal: LeaderboardReader,
     view: Annotated[
         Literal["models", "disciplines"],
         Query(description="`models`: one row per model; `disciplines`: models per discipline."),
@@ -75,9 +75,7 @@ async def read_leaderboard(
 
 
 @router.get("/v1/leaderboard/anchors", response_model=list[AnchorOut])
-async def read_anchor_history(
-    db: DbSession, _: Annotated[Principal, require(Permission.LEADERBOARD_READ)]
-) -> list[AnchorOut]:
+async def read_anchor_history(db: DbSession, _: LeaderboardReader) -> list[AnchorOut]:
     """Every anchor designation, newest (current) first; empty: the top model anchors."""
     return [
         AnchorOut.model_validate(a, from_attributes=True) for a in await service.anchor_history(db)
@@ -88,7 +86,7 @@ async def read_anchor_history(
 async def designate_anchor(
     body: AnchorIn,
     db: DbSession,
-    principal: Annotated[Principal, require(Permission.LEADERBOARD_ANCHOR)],
+    principal: AnchorDesignator,
 ) -> AnchorOut:
     """Make ``model_id`` the anchor of relative scores (null: the top model). Every R is
     recomputed against it from then on; earlier designations stay in the history."""

@@ -15,8 +15,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel
 
 from judge.prompts import PROMPT_VERSION
-from server.api.dependencies import DbSession, RuntimeDep, require
-from server.auth.permissions import Permission, Principal
+from server.api.dependencies import DbSession, RuntimeDep, SessionsReader
 from server.scoring import service
 from server.scoring.visibility import shows_verdict_figures
 from server.sessions.service import get_session
@@ -50,7 +49,7 @@ async def read_scoring(
     session_id: Annotated[uuid.UUID, Path(description="Session id (a UUID).")],
     db: DbSession,
     runtime: RuntimeDep,
-    principal: Annotated[Principal, require(Permission.SESSIONS_READ)],
+    principal: SessionsReader,
     judge: Annotated[
         str | None, Query(max_length=100, description="Judge (default: the default judge).")
     ] = None,
