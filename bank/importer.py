@@ -25,14 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
 from bank.augment import augment as augment_record
-from bank.dedupe import content_hash
-from bank.locks import lock
-from bank.models import Item, make_slot
-from bank.near_duplicates import (
+from bank.duplicates.exact import content_hash
+from bank.duplicates.near import (
     NearDuplicateFinding,
     comparable_text,
     find_and_index_near_duplicates,
 )
+from bank.locks import lock
+from bank.models import Item, make_slot
 from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
 from bank.strata import StratumKey, reserve_slots
 

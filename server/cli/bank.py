@@ -14,10 +14,10 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import AnchorSetChange, designate_anchor_set
+from bank.bundled_datasets import sample_path
 from bank.formats import FORMATS, detect_format, read_records
 from bank.importer import ImportRefused, ImportReport, import_records
 from bank.records import RawRecord
-from bank.samples import sample_path
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
 from server.cli.unit_of_work import run_in_unit_of_work, stderr

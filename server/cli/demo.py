@@ -41,10 +41,10 @@ from rich.progress import (
 )
 from sqlalchemy import select
 
+from bank.bundled_datasets import sample_path
 from bank.formats import read_records
 from bank.importer import import_records
 from bank.models import Item
-from bank.samples import sample_path
 from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.report import write_report
 from clients.runner.runner import RunConfig, Runner, SessionOutcome

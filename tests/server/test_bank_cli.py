@@ -185,7 +185,7 @@ async def test_both_real_data_sets_import_with_the_right_augmentation_counts(
 
 def _multiple_choice_option_counts(path: Path) -> dict[str, int]:
     """content hash -> option count of the distinct multiple-choice records in ``path``."""
-    from bank.dedupe import content_hash
+    from bank.duplicates.exact import content_hash
     from bank.formats import read_records
     from bank.records import validate_record
 

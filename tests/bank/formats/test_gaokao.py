@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bank.bundled_datasets import sample_path
 from bank.formats import read_records
 from bank.formats.gaokao import (
     FILE_KINDS,
@@ -20,7 +21,6 @@ from bank.formats.gaokao import (
     split_options,
 )
 from bank.records import RawRecord, RecordError, validate_record
-from bank.samples import sample_path
 from tests.support.paths import SHARED_DATA
 
 FULL = SHARED_DATA / "gaokao_bench"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bank.bundled_datasets import sample_path
 from bank.formats import FORMATS, detect_format, read_records
 from bank.formats.jsonl import read_jsonl
 from bank.records import RecordError, validate_record
-from bank.samples import sample_path
 
 ITEM = {
     "discipline": "Mathematics",

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from bank.bundled_datasets import sample_path
 from bank.formats.mmlu_pro import NAMESPACE, drop_padding, read_mmlu_pro
 from bank.records import RecordError, validate_record
-from bank.samples import sample_path
 from tests.support.paths import SHARED_DATA
 
 FULL = SHARED_DATA / "mmlu_pro" / "items.jsonl"

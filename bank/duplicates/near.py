@@ -1,9 +1,11 @@
-"""Near-duplicate detection across imports: MinHash LSH keys stored in ``item_lsh_keys``.
+"""Near duplicates at import: new items against each other and against the whole bank.
 
-The pure detection lives in ``bank.dedupe``; this module stores every original item's
-band keys and looks candidates up through the key index, so a new batch is compared
-with the whole bank without reading the whole bank. Every candidate is verified with the
-exact shingle Jaccard; only pairs at or above ``NEAR_DUPLICATE_JACCARD`` are reported.
+Shingles, signatures and band keys come from :mod:`bank.duplicates.minhash`; this module
+stores every original item's band keys in ``item_lsh_keys`` and looks candidates up
+through the key index, so a new batch is compared with the whole bank without reading the
+whole bank. Every candidate is verified with the exact shingle Jaccard; only pairs at or
+above ``NEAR_DUPLICATE_JACCARD`` are reported. Near duplicates are imported and reported,
+not refused (exact duplicates are: :mod:`bank.duplicates.exact`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
-from bank.dedupe import (
+from bank.duplicates.minhash import (
     NEAR_DUPLICATE_JACCARD,
     MinHashLSH,
     candidate_pairs_within,
@@ -76,17 +78,15 @@ async def find_and_index_near_duplicates(
     """
     if not ids:
         return []
-    signatures = LSH.signatures(texts)
-    keys = LSH.band_keys(signatures)
-    verify = _Verifier(texts)
-    within = sorted(candidate_pairs_within(keys, neighbours=NEIGHBOURS))
+    batch = BatchSketch.of(texts)
     findings = [
         NearDuplicateFinding(locations[i], ids[i], str(locations[j]), similarity)
-        for (i, j) in _likely(signatures, signatures, within)
-        if (similarity := verify.pair(i, j)) >= NEAR_DUPLICATE_JACCARD
+        for i, j, similarity in pairs_within(batch)
     ]
-    findings += await _against_bank(session, keys, signatures, ids, locations, verify)
-    await _store_keys(session, ids, keys)
+    findings += await _against_bank(
+        session, batch.keys, batch.signatures, ids, locations, batch.verify
+    )
+    await _store_keys(session, ids, batch.keys)
     return findings
 
 
@@ -114,6 +114,31 @@ class _Verifier:
 
     def against(self, i: int, text: str) -> float:
         return jaccard(self.shingles_of(i), shingles(text, LSH.shingle_size))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSketch:
+    """The MinHash signatures and band keys of a batch of texts, and their exact verifier."""
+
+    signatures: Any
+    keys: Any
+    verify: _Verifier
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> BatchSketch:
+        signatures = LSH.signatures(texts)
+        return cls(signatures, LSH.band_keys(signatures), _Verifier(texts))
+
+
+def pairs_within(batch: BatchSketch) -> list[tuple[int, int, float]]:
+    """Near-duplicate pairs inside a batch: ``(i, j, jaccard)`` with ``i > j``, sorted,
+    each with an exact shingle Jaccard of at least ``NEAR_DUPLICATE_JACCARD``."""
+    within = sorted(candidate_pairs_within(batch.keys, neighbours=NEIGHBOURS))
+    return [
+        (i, j, similarity)
+        for i, j in _likely(batch.signatures, batch.signatures, within)
+        if (similarity := batch.verify.pair(i, j)) >= NEAR_DUPLICATE_JACCARD
+    ]
 
 
 def _likely(left: Any, right: Any, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

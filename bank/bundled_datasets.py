@@ -1,4 +1,7 @@
-"""Where the samples shipped inside the package are (see ``bank/data/README.md``)."""
+"""The data sets bundled with the package (small samples of GAOKAO-Bench and MMLU-Pro that
+``proctor demo``, ``proctor bank import --sample`` and the tests import), and where they
+are on disk (see ``bank/data/README.md``). Not to be confused with :mod:`bank.sampling`,
+which draws the items of a session from the bank."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests for bank.dedupe: normalisation, content hashes, shingles, MinHash LSH."""
+"""Tests for bank.duplicates: normalisation and content hashes (exact), shingles and MinHash
+LSH (minhash), and the near duplicates of a batch at import (near)."""
 
 from __future__ import annotations
 
@@ -9,27 +10,23 @@ import random
 import subprocess
 import sys
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bank.dedupe import (
+from bank.duplicates.exact import content_hash, normalise_text
+from bank.duplicates.minhash import (
     NEAR_DUPLICATE_JACCARD,
     MinHashLSH,
-    NearDuplicate,
-    candidate_pairs_between,
-    candidate_pairs_from_keys,
     candidate_pairs_within,
-    candidate_probability,
-    content_hash,
-    find_near_duplicates,
     jaccard,
-    normalise_text,
     shingle_batch,
     shingles,
 )
+from bank.duplicates.near import LSH, BatchSketch, pairs_within
 
 ZH_CHARS = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工"
 _EN_VOCABULARY = (
@@ -150,13 +147,22 @@ def test_batch_shingles_equal_single_text_shingles(texts: list[str], k: int) -> 
 # ---------------------------------------------------------------- LSH params
 
 
-def test_default_parameters_meet_the_s_curve_targets() -> None:
+def _candidate_probability(lsh: MinHashLSH, similarity: float) -> float:
+    """The banding S-curve ``1 - (1 - s**rows)**bands`` (MMDS section 3.4)."""
+    return float(1.0 - (1.0 - similarity**lsh.rows) ** lsh.bands)
+
+
+def test_parameters_meet_the_s_curve_targets() -> None:
     lsh = MinHashLSH()
     assert lsh.num_perm == lsh.bands * lsh.rows
-    assert lsh.candidate_probability(NEAR_DUPLICATE_JACCARD) >= 0.999
-    assert lsh.candidate_probability(0.5) <= 0.1
-    assert lsh.candidate_probability(0.3) <= 0.002
-    assert candidate_probability(0.9, rows=8, bands=16) == pytest.approx(0.99988, abs=1e-5)
+    assert _candidate_probability(lsh, NEAR_DUPLICATE_JACCARD) == pytest.approx(0.99988, abs=1e-5)
+    assert _candidate_probability(lsh, 0.5) <= 0.1
+    assert _candidate_probability(lsh, 0.3) <= 0.002
+    # the import's scheme, as its docstring states it
+    assert LSH.num_perm == LSH.bands * LSH.rows
+    assert _candidate_probability(LSH, NEAR_DUPLICATE_JACCARD) == pytest.approx(0.9998, abs=1e-4)
+    assert _candidate_probability(LSH, 0.5) == pytest.approx(0.40, abs=0.01)
+    assert _candidate_probability(LSH, 0.3) == pytest.approx(0.06, abs=0.01)
 
 
 def test_invalid_parameters_are_rejected() -> None:
@@ -217,8 +223,7 @@ def test_empty_batch() -> None:
     lsh = MinHashLSH()
     assert lsh.signatures([]).shape == (0, lsh.num_perm)
     assert lsh.band_keys(lsh.signatures([])).shape == (0, lsh.bands)
-    assert find_near_duplicates([]) == []
-    assert find_near_duplicates([], {"a": "text"}) == []
+    assert pairs_within(BatchSketch.of([])) == []
 
 
 # ------------------------------------------------------------------- stability
@@ -227,26 +232,29 @@ STABLE_TEXTS = ["Which of the following is a prime number?", "下列说法正确
 
 _SUBPROCESS_SCRIPT = """
 import json, sys
-from bank.dedupe import MinHashLSH, shingles
+from bank.duplicates.minhash import MinHashLSH, shingles
 texts = json.loads(sys.argv[1])
 lsh = MinHashLSH()
 print(json.dumps({
-    "keys": lsh.keys_for(texts).tolist(),
+    "keys": lsh.band_keys(lsh.signatures(texts)).tolist(),
     "shingles": [sorted(shingles(t)) for t in texts],
 }))
 """
 
 
+def _keys(lsh: MinHashLSH, texts: list[str]) -> Any:
+    return lsh.band_keys(lsh.signatures(texts))
+
+
 def test_band_keys_are_equal_across_instances() -> None:
     first, second = MinHashLSH(), MinHashLSH()
-    keys = first.keys_for(STABLE_TEXTS)
+    keys = _keys(first, STABLE_TEXTS)
     assert keys.dtype == np.int64
     assert keys.shape == (len(STABLE_TEXTS), first.bands)
-    assert np.array_equal(keys, second.keys_for(STABLE_TEXTS))
+    assert np.array_equal(keys, _keys(second, STABLE_TEXTS))
     assert len(set(keys[0].tolist())) == first.bands  # bands are keyed separately
     other_seed = MinHashLSH(seed=1)
-    assert not np.array_equal(keys, other_seed.keys_for(STABLE_TEXTS))
-    assert other_seed.scheme != first.scheme
+    assert not np.array_equal(keys, _keys(other_seed, STABLE_TEXTS))
 
 
 def test_band_key_depends_on_every_row_of_its_band_only() -> None:
@@ -271,7 +279,7 @@ def test_band_keys_and_shingles_are_equal_in_a_fresh_process() -> None:
         timeout=60,
     )
     theirs = json.loads(completed.stdout)
-    assert theirs["keys"] == MinHashLSH().keys_for(STABLE_TEXTS).tolist()
+    assert theirs["keys"] == _keys(MinHashLSH(), STABLE_TEXTS).tolist()
     assert theirs["shingles"] == [sorted(shingles(t)) for t in STABLE_TEXTS]
 
 
@@ -281,15 +289,6 @@ def test_band_keys_and_shingles_are_equal_in_a_fresh_process() -> None:
 def test_candidate_pairs_from_hand_made_keys() -> None:
     keys = np.array([[1, 2], [3, 4], [1, 5], [6, 4], [7, 8]], dtype=np.int64)
     assert candidate_pairs_within(keys) == {(2, 0), (3, 1)}
-    existing = np.array([[9, 8], [3, 10], [11, 12]], dtype=np.int64)
-    assert candidate_pairs_between(keys, existing) == {(1, 1), (4, 0)}
-    assert candidate_pairs_from_keys(keys, existing) == [
-        (1, 1, True),
-        (2, 0, False),
-        (3, 1, False),
-        (4, 0, True),
-    ]
-    assert candidate_pairs_from_keys(keys) == [(2, 0, False), (3, 1, False)]
 
 
 def test_candidate_groups_of_identical_rows_give_all_pairs_once() -> None:
@@ -297,7 +296,7 @@ def test_candidate_groups_of_identical_rows_give_all_pairs_once() -> None:
     assert candidate_pairs_within(keys) == {(i, j) for i in range(4) for j in range(i)}
 
 
-# ------------------------------------------------------- near duplicates: LSH
+# ------------------------------------------------ near duplicates of a batch
 
 
 def _edit(rng: random.Random, text: str, substitutions: int) -> str:
@@ -339,15 +338,19 @@ def _brute_force(
     return found
 
 
-def _as_triples(result: list[NearDuplicate]) -> set[tuple[int, Hashable, bool]]:
-    return {(d.index, d.other, d.other_is_existing) for d in result}
+def _near_duplicates(texts: Sequence[str]) -> list[tuple[int, int, float]]:
+    return pairs_within(BatchSketch.of(texts))
+
+
+def _as_triples(result: list[tuple[int, int, float]]) -> set[tuple[int, Hashable, bool]]:
+    return {(index, other, False) for index, other, _ in result}
 
 
 @pytest.mark.parametrize("seed", [11, 12])
 def test_lsh_equals_brute_force_on_planted_corpus(seed: int) -> None:
     texts = _planted_corpus(seed)
     expected = _brute_force(texts, {}, NEAR_DUPLICATE_JACCARD)
-    result = find_near_duplicates(texts)
+    result = _near_duplicates(texts)
     assert _as_triples(result) == expected
     # The corpus is informative: planted pairs fall on both sides of the threshold.
     all_sets = [shingles(t) for t in texts]
@@ -359,38 +362,15 @@ def test_lsh_equals_brute_force_on_planted_corpus(seed: int) -> None:
     assert len(expected) >= 8
 
 
-def test_lsh_equals_brute_force_against_existing_texts() -> None:
-    texts = _planted_corpus(13)
-    existing = {f"item-{i}": t for i, t in enumerate(texts[:150])}
-    new = texts[150:]
-    expected = _brute_force(new, existing, NEAR_DUPLICATE_JACCARD)
-    result = find_near_duplicates(new, existing)
-    assert _as_triples(result) == expected
-    assert any(d.other_is_existing for d in result)
-    assert any(not d.other_is_existing for d in result)
-
-
 def test_reported_pairs_are_verified_and_ordered() -> None:
     texts = _planted_corpus(14)
-    result = find_near_duplicates(texts)
+    result = _near_duplicates(texts)
     assert result
-    for dup in result:
-        assert isinstance(dup.other, int)
-        assert dup.index > dup.other
-        exact = jaccard(shingles(texts[dup.index]), shingles(texts[dup.other]))
-        assert dup.jaccard == exact >= NEAR_DUPLICATE_JACCARD
-    assert [d.index for d in result] == sorted(d.index for d in result)
-
-
-def test_lower_threshold_is_still_verified_exactly() -> None:
-    texts = _planted_corpus(15)
-    result = find_near_duplicates(texts, threshold=0.8)
-    assert all(d.jaccard >= 0.8 for d in result)
-    assert _as_triples(result) <= _brute_force(texts, {}, 0.8)
-    assert len(result) > len(find_near_duplicates(texts))
-
-
-# ------------------------------------------------------- near duplicates: API
+    for index, other, similarity in result:
+        assert index > other
+        exact = jaccard(shingles(texts[index]), shingles(texts[other]))
+        assert similarity == exact >= NEAR_DUPLICATE_JACCARD
+    assert [index for index, _, _ in result] == sorted(index for index, _, _ in result)
 
 
 def test_chinese_near_duplicate_questions_are_found() -> None:
@@ -404,25 +384,24 @@ def test_chinese_near_duplicate_questions_are_found() -> None:
     respaced = question.replace("DNA", " DNA ").replace("，", ", ")
     unrelated = "已知函数f(x)=x²-2x+3，求该函数在区间[0,3]上的最大值和最小值，并说明理由。"
     assert jaccard(shingles(question), shingles(reworded)) >= NEAR_DUPLICATE_JACCARD
-    result = find_near_duplicates([question, unrelated, reworded, respaced])
+    result = _near_duplicates([question, unrelated, reworded, respaced])
     assert _as_triples(result) == {(2, 0, False), (3, 0, False), (3, 2, False)}
-    assert next(d for d in result if d.index == 3 and d.other == 0).jaccard == 1.0
+    assert next(j for index, other, j in result if (index, other) == (3, 0)) == 1.0
 
 
-def test_existing_keys_are_reported_and_exact_duplicates_included() -> None:
-    existing = {"q-1": "What is the capital of France? Choose the best answer below."}
-    new = [
+def test_texts_equal_after_normalisation_are_near_duplicates() -> None:
+    texts = [
+        "What is the capital of France? Choose the best answer below.",
         "WHAT is the capital   of France?  Choose the best answer below.",
         "What is the capital of Germany? Choose the best answer below.",
         "Completely different question about photosynthesis in plants.",
     ]
-    result = find_near_duplicates(new, existing)
-    assert result == [NearDuplicate(0, "q-1", True, 1.0)]
+    assert _near_duplicates(texts) == [(1, 0, 1.0)]
 
 
 def test_neighbours_bounds_the_pairs_of_a_large_group_to_a_chain() -> None:
     lsh = MinHashLSH()
-    keys = lsh.keys_for(["the very same templated question text, again and again"] * 10)
+    keys = _keys(lsh, ["the very same templated question text, again and again"] * 10)
     assert len(candidate_pairs_within(keys)) == 45
     chained = candidate_pairs_within(keys, neighbours=2)
     assert chained == {(a, b) for a in range(10) for b in range(max(0, a - 2), a)}

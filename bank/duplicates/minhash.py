@@ -1,23 +1,16 @@
-"""Exact and near-duplicate detection for the question bank (pure functions, no I/O).
+"""Near duplicates, the pure part: character shingles, MinHash signatures and LSH band keys.
 
-Two levels of duplicate detection:
-
-* **Exact duplicates** — :func:`content_hash` gives a SHA-256 of the normalised
-  question type, question text and options. Two items that differ only in
-  whitespace, letter case or full-width/half-width forms hash equal; any other
-  difference (including the order of the options) gives a different hash.
-* **Near duplicates** — :func:`find_near_duplicates` reports pairs of texts whose
-  character-shingle Jaccard similarity is at least :data:`NEAR_DUPLICATE_JACCARD`.
-  Candidates come from MinHash signatures (Broder 1997) and banding LSH (Leskovec,
-  Rajaraman & Ullman, *Mining of Massive Datasets*, ch. 3); every candidate is then
-  verified with the exact shingle Jaccard, so reported pairs never fall below the
-  threshold (no false positives). Pairs at the threshold are missed with
-  probability < 0.001 each (see :class:`MinHashLSH`).
+:func:`shingles` hashes the character k-grams of a normalised text (the normalisation of
+:func:`bank.duplicates.exact.normalise_text`, spaces removed); :func:`jaccard` compares
+two shingle sets exactly. :class:`MinHashLSH` turns texts into MinHash signatures
+(Broder 1997) and each signature into banding LSH keys (Leskovec, Rajaraman & Ullman,
+*Mining of Massive Datasets*, ch. 3); :func:`candidate_pairs_within` finds the rows of a
+batch that share a key. :mod:`bank.duplicates.near` puts these together at import: it
+stores the keys of every item and verifies each candidate with the exact Jaccard.
 
 All hashes here are *stable*: they depend only on the text and on fixed constants,
 never on Python's per-process salted ``hash()`` or on NumPy's random streams, so band
 keys can be stored in a database column and compared across processes and releases.
-If the scheme ever changes, :attr:`MinHashLSH.scheme` changes with it.
 
 References
 ----------
@@ -29,15 +22,13 @@ References
 
 from __future__ import annotations
 
-import hashlib
-import json
-import unicodedata
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from bank.duplicates.exact import normalise_text
 
 __all__ = [
     "DEFAULT_BANDS",
@@ -45,16 +36,9 @@ __all__ = [
     "DEFAULT_SHINGLE_SIZE",
     "NEAR_DUPLICATE_JACCARD",
     "MinHashLSH",
-    "NearDuplicate",
     "ShingleBatch",
-    "candidate_pairs_between",
-    "candidate_pairs_from_keys",
     "candidate_pairs_within",
-    "candidate_probability",
-    "content_hash",
-    "find_near_duplicates",
     "jaccard",
-    "normalise_text",
     "shingle_batch",
     "shingles",
 ]
@@ -70,8 +54,6 @@ U64 = npt.NDArray[np.uint64]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 
-K = TypeVar("K", bound=Hashable)
-
 _MASK64 = (1 << 64) - 1
 # Polynomial base for the k-gram hash (an odd 64-bit constant; the FNV-1a prime).
 _POLY_BASE = np.uint64(0x100000001B3)
@@ -81,56 +63,6 @@ _SEED = 0x5EED_D00D_CAFE_F00D
 _PAD = "\0"  # left padding for texts shorter than the shingle size
 _TEXTS_PER_BLOCK = 1024  # texts shingled at a time (bounds temporary memory)
 _SHINGLES_PER_TILE = 2048  # shingles per (num_perm x tile) uint32 tile: fits in L2
-
-
-# --------------------------------------------------------------------------- text
-
-
-def normalise_text(text: str) -> str:
-    """Normalise text for duplicate comparison.
-
-    Parameters
-    ----------
-    text : str
-        Any text.
-
-    Returns
-    -------
-    str
-        ``text`` in Unicode NFKC (which folds full-width letters, digits and
-        punctuation such as ``，`` to their ASCII forms), case-folded, NFKC again (so
-        the result is stable under a second call), with every run of whitespace
-        replaced by one space and no leading or trailing whitespace.
-    """
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    return " ".join(folded.split())
-
-
-def content_hash(qtype: str, question: str, options: Sequence[str] | None) -> str:
-    """Hash an item's identity for exact-duplicate detection.
-
-    Parameters
-    ----------
-    qtype : str
-        Question type, used verbatim (it is a closed vocabulary, already validated).
-    question : str
-        Question text; normalised with :func:`normalise_text`.
-    options : sequence of str or None
-        Answer options in order, each normalised; ``None`` (no options) is distinct
-        from an empty list.
-
-    Returns
-    -------
-    str
-        Lower-case hex SHA-256 (64 characters) of the UTF-8 JSON array
-        ``[qtype, question, options]``. JSON quoting makes the encoding unambiguous:
-        no choice of texts can make different fields run into each other.
-    """
-    opts = None if options is None else [normalise_text(o) for o in options]
-    payload = json.dumps(
-        [qtype, normalise_text(question), opts], ensure_ascii=False, separators=(",", ":")
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 def _shingle_source(text: str, k: int) -> str:
@@ -280,17 +212,6 @@ def jaccard(a: set[int], b: set[int]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-# ------------------------------------------------------------------------ minhash
-
-
-def candidate_probability(similarity: float, rows: int, bands: int) -> float:
-    """Probability that banding LSH makes a pair with this Jaccard a candidate.
-
-    The S-curve ``1 - (1 - s**rows)**bands`` (Leskovec et al., MMDS section 3.4).
-    """
-    return float(1.0 - (1.0 - similarity**rows) ** bands)
-
-
 class MinHashLSH:
     """MinHash signatures and banding LSH keys, vectorised over batches of texts.
 
@@ -358,18 +279,6 @@ class MinHashLSH:
         self._mult: U32 = np.array([c | 1 for c in low32[:num_perm]], dtype=np.uint32)[:, None]
         self._add: U32 = np.array(low32[num_perm:], dtype=np.uint32)[:, None]
         self._band_seeds = np.array(constants[2 * num_perm :], dtype=np.uint64)
-
-    @property
-    def scheme(self) -> str:
-        """Identifier of everything band keys depend on; store it next to the keys."""
-        return (
-            f"minhash-v1:k={self.shingle_size}:perm={self.num_perm}"
-            f":bands={self.bands}:seed={self.seed:#x}"
-        )
-
-    def candidate_probability(self, similarity: float) -> float:
-        """P(a pair with this Jaccard shares at least one band key)."""
-        return candidate_probability(similarity, self.rows, self.bands)
 
     # -- signatures ----------------------------------------------------------
 
@@ -451,10 +360,6 @@ class MinHashLSH:
             keys = _mix64(keys)
         return keys.view(np.int64)
 
-    def keys_for(self, texts: Sequence[str]) -> I64:
-        """Band keys of texts: ``band_keys(signatures(texts))``."""
-        return self.band_keys(self.signatures(texts))
-
 
 def _tiles(offsets: I64, size: int) -> Iterator[tuple[int, int]]:
     """Split texts into runs ``[first, last)`` of at most ``size`` shingles each.
@@ -509,130 +414,3 @@ def candidate_pairs_within(keys: I64, neighbours: int | None = None) -> set[tupl
             for b in range(0 if neighbours is None else max(0, a - neighbours), a)
         )
     return pairs
-
-
-def candidate_pairs_between(keys: I64, existing_keys: I64) -> set[tuple[int, int]]:
-    """Pairs ``(i, e)``: row ``i`` of ``keys`` shares a band key with row ``e`` of
-    ``existing_keys``.
-
-    This is the lookup a database does with an index on the stored key column:
-    ``SELECT item FROM band_keys WHERE key IN (...)``.
-    """
-    bands = keys.shape[1]
-    stored = existing_keys.ravel()
-    order = np.argsort(stored, kind="stable")
-    ordered = stored[order]
-    probe = keys.ravel()
-    lo = np.searchsorted(ordered, probe, side="left")
-    hi = np.searchsorted(ordered, probe, side="right")
-    pairs: set[tuple[int, int]] = set()
-    for flat_index in np.flatnonzero(hi > lo).tolist():
-        i = flat_index // bands
-        matches = order[lo[flat_index] : hi[flat_index]] // existing_keys.shape[1]
-        pairs.update((i, e) for e in matches.tolist())
-    return pairs
-
-
-def candidate_pairs_from_keys(
-    keys: I64, existing_keys: I64 | None = None
-) -> list[tuple[int, int, bool]]:
-    """All LSH candidates for a batch: within it and against existing rows.
-
-    Returns
-    -------
-    list of (int, int, bool)
-        Sorted ``(index, other, other_is_existing)``: ``other`` is a row of ``keys``
-        with ``other < index`` when the flag is false, else a row of
-        ``existing_keys``. Candidates are *not* verified; see
-        :func:`find_near_duplicates`.
-    """
-    found = [(i, j, False) for i, j in candidate_pairs_within(keys)]
-    if existing_keys is not None and len(existing_keys):
-        found += [(i, e, True) for i, e in candidate_pairs_between(keys, existing_keys)]
-    return sorted(found, key=lambda c: (c[0], c[2], c[1]))
-
-
-# ---------------------------------------------------------------------- search
-
-
-@dataclass(frozen=True, slots=True)
-class NearDuplicate:
-    """A verified near-duplicate pair.
-
-    Attributes
-    ----------
-    index : int
-        Position of the text in ``new_texts``.
-    other : int or Hashable
-        Position in ``new_texts`` (always ``< index``) when ``other_is_existing`` is
-        false, else the key of the matching text in ``existing``.
-    other_is_existing : bool
-        Whether ``other`` refers to ``existing``.
-    jaccard : float
-        Exact shingle Jaccard similarity of the pair (>= the threshold used).
-    """
-
-    index: int
-    other: int | Hashable
-    other_is_existing: bool
-    jaccard: float
-
-
-def find_near_duplicates(
-    new_texts: Sequence[str],
-    existing: Mapping[K, str] | None = None,
-    threshold: float = NEAR_DUPLICATE_JACCARD,
-    *,
-    lsh: MinHashLSH | None = None,
-) -> list[NearDuplicate]:
-    """Find near-duplicate pairs within a batch and against existing texts.
-
-    Parameters
-    ----------
-    new_texts : sequence of str
-        The batch being checked.
-    existing : mapping or None
-        Already stored texts, by key (e.g. item id). Pairs among them are not
-        reported.
-    threshold : float
-        Minimum exact shingle Jaccard for a pair to be reported. The LSH defaults
-        are tuned for :data:`NEAR_DUPLICATE_JACCARD`; with a lower threshold, more
-        qualifying pairs may be missed (see :meth:`MinHashLSH.candidate_probability`).
-    lsh : MinHashLSH or None
-        Signature/banding scheme; the default one if ``None``.
-
-    Returns
-    -------
-    list of NearDuplicate
-        Pairs with exact Jaccard ``>= threshold`` (never a false positive), sorted by
-        ``index``, then within-batch pairs before existing ones. Each within-batch
-        pair is reported once, with ``index > other``. Texts equal after
-        normalisation have Jaccard 1.0 and are included.
-
-    Notes
-    -----
-    One substituted character changes up to ``k`` = 5 shingles, so with the 0.9
-    threshold a single-character edit counts as a near duplicate only in texts of
-    about 100 or more characters (not counting spaces); a two-character edit needs
-    about 120.
-    """
-    lsh = lsh or MinHashLSH()
-    existing_ids = list(existing) if existing is not None else []
-    texts = [*new_texts, *(existing[e] for e in existing_ids)] if existing else new_texts
-    n_new = len(new_texts)
-    keys = lsh.keys_for(texts)
-    sets: dict[int, set[int]] = {}
-
-    def shingle_set(row: int) -> set[int]:
-        if row not in sets:
-            sets[row] = shingles(texts[row], lsh.shingle_size)
-        return sets[row]
-
-    found: list[NearDuplicate] = []
-    for index, other, is_existing in candidate_pairs_from_keys(keys[:n_new], keys[n_new:]):
-        row = n_new + other if is_existing else other
-        similarity = jaccard(shingle_set(index), shingle_set(row))
-        if similarity >= threshold:
-            label = existing_ids[other] if is_existing else other
-            found.append(NearDuplicate(index, label, is_existing, similarity))
-    return found
