@@ -1,4 +1,5 @@
-"""Separating a reasoning trace from the final answer (papers/003 §3.1; DESIGN "Scoring").
+"""Separating a reasoning trace from the final answer (DESIGN "Scoring"; "ReLE: A Scalable
+System and Structured Benchmark for Diagnosing Capability Anisotropy in Chinese LLMs", §3.1).
 
 Reasoning models wrap their chain of thought in ``<think>...</think>`` (some use
 ``<thinking>`` or ``<reasoning>``). The trace is stored apart and only the final answer is

@@ -1,10 +1,11 @@
 """The configured judges: clients, the database-backed reply cache, the default judge.
 
 The default judge is the configured judge with the highest stored Cohen's kappa on at
-least ``judge_min_calibration_n`` answers (papers/004 §3.4: the judge is chosen by its
-agreement with human experts); without calibrations it is the first configured judge, and
-without any judge it is ``NO_JUDGE`` (objective items are scored, open ones wait for
-review).
+least ``judge_min_calibration_n`` answers (Zhang et al., "LLMEval-Fair: A Large-Scale
+Longitudinal Study on Robust and Fair Evaluation of Large Language Models", §3.4: the judge
+is chosen by its agreement with human experts); without calibrations it is the first
+configured judge, and without any judge it is ``NO_JUDGE`` (objective items are scored,
+open ones wait for review).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from clients.llm.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from server.config import JudgeEndpoint, Settings
+from server.database import session_factory
 from server.scoring.models import JudgeCalibration, Verdict
 
 NO_JUDGE = "none"
@@ -89,7 +91,7 @@ class JudgePanel:
 
     def __init__(self, settings: Settings, engine: AsyncEngine) -> None:
         self.settings = settings
-        self._cache = VerdictCache(async_sessionmaker(engine, expire_on_commit=False))
+        self._cache = VerdictCache(session_factory(engine))
         self._endpoints = {judge.name: judge for judge in settings.judges}
         self._judges: dict[str, LlmJudge] = {}
 

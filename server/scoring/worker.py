@@ -5,7 +5,9 @@ buffer refilled by ``service.claim``; the chat client bounds the calls in flight
 extra consumers keep its slots busy while some jobs sleep on a provider's Retry-After.
 Each verdict commits in its own short transaction. The worker may be killed at any point:
 its leased jobs are taken over when the lease runs out, and the verdict's unique key turns
-a job done twice into one verdict (papers/004 §2.3 scoring; DESIGN "Storage").
+a job done twice into one verdict (Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal
+Study on Robust and Fair Evaluation of Large Language Models", §2.3 scoring; DESIGN
+"Storage").
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from clients.llm.chat import ChatDeferred, ChatError
 from clients.llm.traces import split_reasoning
@@ -31,6 +33,7 @@ from judge.prompts import JudgeInput
 from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from server.config import Settings
+from server.database import session_factory
 from server.scoring import service
 from server.scoring.judges import JudgePanel
 from server.scoring.service import ClaimedJob, JobInput
@@ -104,7 +107,7 @@ class ScoringWorker:
         owner: str | None = None,
     ) -> None:
         self.settings = settings
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.sessions = session_factory(engine)
         self.panel = panel or JudgePanel(settings, engine)
         self.cascade = cascade or cascade_from(settings)
         self.events = events
@@ -231,7 +234,7 @@ class ScoringWorker:
 
 def _replay_verdict(question: str, completion: str) -> dict[str, Any]:
     """A replay completion scores the top of the rubric when it reproduces the hidden end
-    of the question near-exactly, else 0 (papers/004 §3.3: near-exact completions are
+    of the question near-exactly, else 0 (LLMEval-Fair §3.3: near-exact completions are
     counted); the similarity is kept in ``detail``."""
     masked = replay_mask(question)
     if masked is None:
