@@ -40,6 +40,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -82,31 +83,31 @@ def _normalise(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def _tokens(normalised: str) -> Counter[str]:
-    tokens: Counter[str] = Counter()
+def _units(normalised: str, word_units: Callable[[str], Iterable[str]]) -> Counter[str]:
+    """Counts of the units of ``normalised``: each CJK run as its character bigrams (a lone
+    character as itself), each other run as ``word_units`` of it."""
+    units: Counter[str] = Counter()
     for run in _WORD_OR_CJK.findall(normalised):
-        if _IS_CJK.match(run):
-            if len(run) == 1:
-                tokens[run] += 1
-            else:
-                tokens.update(run[i : i + 2] for i in range(len(run) - 1))
+        if not _IS_CJK.match(run):
+            units.update(word_units(run))
+        elif len(run) == 1:
+            units[run] += 1
         else:
-            tokens[run] += 1
-    return tokens
+            units.update(run[i : i + 2] for i in range(len(run) - 1))
+    return units
+
+
+def _padded_trigrams(word: str) -> list[str]:
+    padded = f"#{word}#"
+    return [padded[i : i + 3] for i in range(len(padded) - 2)]
+
+
+def _tokens(normalised: str) -> Counter[str]:
+    return _units(normalised, lambda word: (word,))
 
 
 def _char_ngrams(normalised: str) -> Counter[str]:
-    grams: Counter[str] = Counter()
-    for run in _WORD_OR_CJK.findall(normalised):
-        if _IS_CJK.match(run):
-            if len(run) == 1:
-                grams[run] += 1
-            else:
-                grams.update(run[i : i + 2] for i in range(len(run) - 1))
-        else:
-            padded = f"#{run}#"
-            grams.update(padded[i : i + 3] for i in range(len(padded) - 2))
-    return grams
+    return _units(normalised, _padded_trigrams)
 
 
 def _overlap_f1(left: Counter[str], right: Counter[str]) -> float:

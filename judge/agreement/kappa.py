@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from judge.agreement.scores import NAN, SCORE_LABELS, Scores, json_float
+from judge.agreement.scores import NAN, SCORE_LABELS, Scores, json_record
 
 KappaWeights = Literal["linear", "quadratic"] | None
 
@@ -123,13 +123,7 @@ class RaterAgreement:
 
     def to_json(self) -> dict[str, Any]:
         """``{"kappa", "weighted_kappa", "exact", "within_one", "n"}``, NaN as ``None``."""
-        return {
-            "kappa": json_float(self.kappa),
-            "weighted_kappa": json_float(self.weighted_kappa),
-            "exact": json_float(self.exact),
-            "within_one": json_float(self.within_one),
-            "n": self.n,
-        }
+        return json_record(self)
 
 
 def rater_agreement(

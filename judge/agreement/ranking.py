@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from judge.agreement.scores import NAN, json_float
+from judge.agreement.scores import NAN, json_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +34,7 @@ class RankingAgreement:
 
     def to_json(self) -> dict[str, Any]:
         """``{"spearman", "spearman_p", "kendall", "kendall_p", "n_models"}``."""
-        return {
-            "spearman": json_float(self.spearman),
-            "spearman_p": json_float(self.spearman_p),
-            "kendall": json_float(self.kendall),
-            "kendall_p": json_float(self.kendall_p),
-            "n_models": self.n_models,
-        }
+        return json_record(self)
 
 
 def ranking_agreement(means_a: Sequence[float], means_b: Sequence[float]) -> RankingAgreement:

@@ -18,7 +18,7 @@ from typing import Any
 from judge.agreement.kappa import RaterAgreement
 from judge.agreement.ranking import RankingAgreement, ranking_agreement
 from judge.agreement.ratings import Rating, RatingTable
-from judge.agreement.scores import NAN, json_float
+from judge.agreement.scores import NAN, json_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +39,7 @@ class FamilyBias:
 
     def to_json(self) -> dict[str, Any]:
         """``{"family", "own_mean", "all_judge_mean", "delta", "n"}``."""
-        return {
-            "family": self.family,
-            "own_mean": json_float(self.own_mean),
-            "all_judge_mean": json_float(self.all_judge_mean),
-            "delta": json_float(self.delta),
-            "n": self.n,
-        }
+        return json_record(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -651,11 +651,6 @@ def _difficulty(
     return np.array([float(difficulty[d]) for d in matrix.dimensions], dtype=np.float64), ()
 
 
-def json_float(value: float) -> float | None:
-    """``value`` for JSON: NaN becomes ``None``."""
-    return None if math.isnan(value) else float(value)
-
-
 # --------------------------------------------------------------------------------------
 # All three, never raising on degenerate data
 # --------------------------------------------------------------------------------------
@@ -887,7 +882,6 @@ __all__: list[str] = [
     "competition_ranks",
     "diagnose",
     "difficulty_anchors",
-    "json_float",
     "rank_stability_amplitude",
     "scheme_scores",
     "validate_schemes",

@@ -216,6 +216,11 @@ def elo_sequential(
     return dict(zip(models, ratings, strict=True))
 
 
+def _highest_first(values: Mapping[str, float]) -> tuple[str, ...]:
+    """The keys of ``values`` by value, highest first; a stable sort keeps ties in order."""
+    return tuple(sorted(values, key=lambda key: -values[key]))
+
+
 @dataclass(frozen=True, slots=True)
 class EloResult:
     """Elo ratings averaged over random orders of the comparisons.
@@ -244,7 +249,7 @@ class EloResult:
     @property
     def order(self) -> tuple[str, ...]:
         """Models by rating, highest first (equal ratings keep their order)."""
-        return tuple(sorted(self.ratings, key=lambda m: -self.ratings[m]))
+        return _highest_first(self.ratings)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; NaN becomes ``None``."""
@@ -364,8 +369,8 @@ class BradleyTerryResult:
 
     @property
     def order(self) -> tuple[str, ...]:
-        """Models by strength, strongest first."""
-        return tuple(sorted(self.log_strengths, key=lambda m: -self.log_strengths[m]))
+        """Models by strength, strongest first (equal strengths keep their order)."""
+        return _highest_first(self.log_strengths)
 
     def win_probability(self, model_a: str, model_b: str) -> float:
         """``P(A beats B) = 1 / (1 + exp(theta_B - theta_A))``."""

@@ -61,6 +61,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from judge.numbers import json_float
 from judge.ranking.scores import MAX_SCORE
 
 ItemScores = Sequence[int] | npt.NDArray[np.integer[Any]]
@@ -80,10 +81,6 @@ class ConfidenceInterval(NamedTuple):
 
     low: float
     high: float
-
-
-def _json_float(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
 
 
 def _as_session(scores: ItemScores, where: str) -> npt.NDArray[np.int64]:
@@ -495,11 +492,11 @@ class ModelSummary:
             "scale": self.scale,
             "anchor": self.anchor,
             "session_values": [float(v) for v in self.session_values],
-            "mean": _json_float(self.mean),
-            "variance": _json_float(self.variance),
-            "standard_error": _json_float(self.standard_error),
-            "ci_low": _json_float(self.confidence_interval.low),
-            "ci_high": _json_float(self.confidence_interval.high),
+            "mean": json_float(self.mean),
+            "variance": json_float(self.variance),
+            "standard_error": json_float(self.standard_error),
+            "ci_low": json_float(self.confidence_interval.low),
+            "ci_high": json_float(self.confidence_interval.high),
             "confidence_level": self.confidence_level,
             "n_items": list(self.n_items),
             "paired_sessions": self.paired_sessions,
