@@ -83,17 +83,13 @@ LeaderboardField = Literal[
 """Row fields, then board-level parts: ``disciplines`` also opens ``?view=disciplines``;
 ``baselines`` and ``diagnostics`` open the options of the same names."""
 LEADERBOARD_FIELDS: tuple[str, ...] = get_args(LeaderboardField)
-DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = (
-    "position",
-    "group",
-    "rank_range",
-    "beats_next",
-    "name",
-    "family",
-    "absolute",
-    "relative",
-    "sessions",
-    "disciplines",
+STAFF_ONLY_FIELDS: frozenset[LeaderboardField] = frozenset(
+    {"organisation", "latency", "cost", "contamination", "baselines", "diagnostics"}
+)
+"""Fields vendors do not see unless the operator lists them in
+``PROCTOR_LEADERBOARD_PUBLIC_FIELDS``."""
+DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = tuple(
+    field for field in get_args(LeaderboardField) if field not in STAFF_ONLY_FIELDS
 )
 
 

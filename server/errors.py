@@ -9,66 +9,64 @@ class ProctorError(Exception):
     status: int = 500
     title: str = "Internal error"
 
+    def __init_subclass__(cls, *, status: int | None = None, title: str | None = None) -> None:
+        """A subclass names its status and title in its header,
+        ``class NotFound(ProctorError, status=404, title="Not found")``; what it leaves out
+        is its base's."""
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if title is not None:
+            cls.title = title
+
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(detail)
 
 
-class NotFound(ProctorError):
-    status = 404
-    title = "Not found"
+class NotFound(ProctorError, status=404, title="Not found"):
+    """No such resource, or one the caller may not see (the two are not told apart)."""
 
 
-class Conflict(ProctorError):
-    status = 409
-    title = "Conflict"
+class Conflict(ProctorError, status=409, title="Conflict"):
+    """The request contradicts the resource's current state."""
 
 
-class InvalidInput(ProctorError):
-    status = 422
-    title = "Invalid input"
+class InvalidInput(ProctorError, status=422, title="Invalid input"):
+    """The request is well-formed but its values are refused."""
 
 
-class Unauthorized(ProctorError):
+class Unauthorized(ProctorError, status=401, title="Unauthorized"):
     """No valid credentials: missing, malformed, expired or revoked token, or a bad key."""
 
-    status = 401
-    title = "Unauthorized"
 
-
-class Forbidden(ProctorError):
+class Forbidden(ProctorError, status=403, title="Forbidden"):
     """Valid credentials without the right to do this."""
 
-    status = 403
-    title = "Forbidden"
+
+class SessionInUse(Forbidden, title="Session in use"):
+    """Another token holds the session's lease."""
 
 
-class SessionInUse(Forbidden):
-    title = "Session in use"
-
-
-class TooManyRequests(ProctorError):
+class TooManyRequests(ProctorError, status=429, title="Too many requests"):
     """A rate limit or a per-period quota is exhausted; retry after ``retry_after`` s."""
-
-    status = 429
-    title = "Too many requests"
 
     def __init__(self, detail: str, *, retry_after: int) -> None:
         super().__init__(detail)
         self.retry_after = max(1, retry_after)
 
 
-class QuotaExhausted(Conflict):
-    title = "Quota exhausted"
+class QuotaExhausted(Conflict, title="Quota exhausted"):
+    """The organisation has as many open sessions as it may."""
 
 
-class AlreadyAnswered(Conflict):
-    title = "Already answered"
+class AlreadyAnswered(Conflict, title="Already answered"):
+    """The position has its answer; the first one stands."""
 
 
-class NotPending(Conflict):
-    title = "Not the pending item"
+class NotPending(Conflict, title="Not the pending item"):
+    """The answer is for an item that is not the pending one."""
 
 
-class SessionClosed(Conflict):
-    title = "Session closed"
+class SessionClosed(Conflict, title="Session closed"):
+    """The session no longer delivers items or takes answers."""

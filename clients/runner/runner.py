@@ -163,13 +163,7 @@ class Runner:
                     )
                 except ProctorError as error:
                     return SessionOutcome("", 0, 0, error=f"opening a session: {error}")
-                self.transcript.write(
-                    "session",
-                    session_id=str(session.id),
-                    model_id=self.config.model_id,
-                    n_items=session.n_items,
-                    adopted=False,
-                )
+                self._record_session(session, adopted=False)
                 return await self._drive(session, resumed=False)
 
         tasks = [resume(s) for s in resumable] + [fresh() for _ in range(missing)]
@@ -192,15 +186,20 @@ class Runner:
         for session in await self.client.list_sessions():
             model_matches = str(session.model_id) == self.config.model_id
             if model_matches and session.state in OPEN_STATES and str(session.id) not in seen:
-                self.transcript.write(
-                    "session",
-                    session_id=str(session.id),
-                    model_id=self.config.model_id,
-                    n_items=session.n_items,
-                    adopted=True,
-                )
+                self._record_session(session, adopted=True)
                 resumable.append(session)
         return resumable, finished
+
+    def _record_session(self, session: Session, *, adopted: bool) -> None:
+        """Note in the transcript that this run drives ``session``: opened by it, or
+        ``adopted`` (an open session of the model found on the server)."""
+        self.transcript.write(
+            "session",
+            session_id=str(session.id),
+            model_id=self.config.model_id,
+            n_items=session.n_items,
+            adopted=adopted,
+        )
 
     async def _drive(self, session: Session, *, resumed: bool) -> SessionOutcome:
         sid = str(session.id)

@@ -15,15 +15,7 @@ import httpx
 from clients.sdk import _core
 from clients.sdk._core import IdLike
 from clients.sdk.errors import AuthenticationError, ProctorError
-from clients.sdk.types import (
-    Accepted,
-    Item,
-    Model,
-    ScoringProgress,
-    Session,
-    SessionMode,
-    Usage,
-)
+from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, SessionMode, Usage
 
 T = TypeVar("T")
 

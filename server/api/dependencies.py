@@ -7,10 +7,11 @@ the authenticated principal holding a permission, the alias named after what it 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.api.runtime import Runtime
@@ -43,6 +44,9 @@ async def get_db(runtime: RuntimeDep) -> AsyncIterator[AsyncSession]:
 
 
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
+
+SessionId = Annotated[uuid.UUID, Path(description="Session id (a UUID).")]
+"""The ``{session_id}`` of a route's path (a session-scoped token may touch only its own)."""
 
 
 SELF_ROUTES = frozenset({"/v1/whoami", "/v1/auth/refresh"})

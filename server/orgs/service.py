@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Protocol, TypeVar
+
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from server.auth.permissions import Principal
 from server.errors import Conflict, InvalidInput, NotFound
 from server.orgs.models import Organisation
 
 MAX_NAME = 200
+
+
+class OrgOwned(Protocol):
+    """A row that belongs to one organisation."""
+
+    @property
+    def org_id(self) -> uuid.UUID: ...
+
+
+OwnedRow = TypeVar("OwnedRow", bound=OrgOwned)
+
+
+async def get_visible(
+    session: AsyncSession, kind: type[OwnedRow], row_id: uuid.UUID, *, principal: Principal
+) -> OwnedRow | None:
+    """Row ``row_id`` of ``kind`` if ``principal`` may see its organisation's data; None
+    if it does not exist or may not be seen (callers say "not found" either way, so a
+    row of another organisation is not revealed)."""
+    row = await session.get(kind, row_id)
+    if row is None or not principal.sees_org(row.org_id):
+        return None
+    return row
 
 
 async def create_org(session: AsyncSession, *, name: str, operator: bool = False) -> Organisation:

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.auth.permissions import Permission, Principal
 from server.errors import Conflict, Forbidden, NotFound
-from server.orgs.service import get_org
+from server.orgs.service import get_org, get_visible
 from server.registry.models import RegisteredModel
 from server.registry.schemas import ModelCreate
 
@@ -47,8 +47,7 @@ async def get_model(
     db: AsyncSession, *, principal: Principal, model_id: uuid.UUID
 ) -> RegisteredModel:
     """The model if ``principal`` may see it, else ``NotFound``."""
-    model = await db.get(RegisteredModel, model_id)
-    if model is None or not principal.sees_org(model.org_id):
+    if (model := await get_visible(db, RegisteredModel, model_id, principal=principal)) is None:
         raise NotFound(f"no model {model_id}")
     return model
 

@@ -8,15 +8,14 @@ single verdicts (points, review counts) are shown only where
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel
+from fastapi import APIRouter, Query
 
 from judge.prompts import PROMPT_VERSION
-from server.api.dependencies import DbSession, RuntimeDep, SessionsReader
+from server.api.dependencies import DbSession, RuntimeDep, SessionId, SessionsReader
 from server.scoring import service
+from server.scoring.schemas import ScoringOut
 from server.scoring.visibility import shows_verdict_figures
 from server.sessions.service import get_session
 from server.sessions.states import SessionState
@@ -24,29 +23,9 @@ from server.sessions.states import SessionState
 router = APIRouter(tags=["scoring"])
 
 
-class ScoringOut(BaseModel):
-    session_id: uuid.UUID
-    state: SessionState
-    judge: str
-    prompt_version: str
-    answers: int
-    judged: int
-    """Answers the scoring is done with: scored, or left to a human reviewer."""
-    waiting: int
-    """Answers queued or being scored."""
-    scored: int | None
-    """Answers with a score; null until the session is scored (except for platform roles):
-    with ``judged`` it would give the review count, which moves with single verdicts."""
-    needs_review: int | None
-    """Answers left to a human reviewer; null as ``scored``."""
-    points: int | None
-    """Sum of the 0-3 scores; null until the session is scored (except for platform roles),
-    since its change after one answer would say whether that answer was right."""
-
-
 @router.get("/v1/sessions/{session_id}/scoring", response_model=ScoringOut)
 async def read_scoring(
-    session_id: Annotated[uuid.UUID, Path(description="Session id (a UUID).")],
+    session_id: SessionId,
     db: DbSession,
     runtime: RuntimeDep,
     principal: SessionsReader,

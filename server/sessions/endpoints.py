@@ -6,12 +6,13 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, BackgroundTasks, Path, Query, Response
+from fastapi import APIRouter, BackgroundTasks, Query, Response
 
 from server.api.dependencies import (
     AllSessionsLister,
     DbSession,
     RuntimeDep,
+    SessionId,
     SessionsAborter,
     SessionsCreator,
     SessionsDriver,
@@ -27,7 +28,6 @@ from server.sessions.schemas import AnswerAccepted, AnswerIn, ItemOut, SessionCr
 from server.sessions.states import SessionState
 
 router = APIRouter(tags=["sessions"])
-SessionId = Annotated[uuid.UUID, Path(description="Session id (a UUID).")]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 

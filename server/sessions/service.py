@@ -38,6 +38,7 @@ from server.errors import (
     SessionInUse,
     TooManyRequests,
 )
+from server.orgs.service import get_visible
 from server.registry.service import get_model
 from server.scoring.service import enqueue_answer
 from server.sessions import adaptive
@@ -183,8 +184,7 @@ async def get_session(
     db: AsyncSession, *, principal: Principal, session_id: uuid.UUID
 ) -> EvalSession:
     """The session if ``principal`` may see it; otherwise ``NotFound`` (revealing nothing)."""
-    record = await db.get(EvalSession, session_id)
-    if record is None or not principal.sees_org(record.org_id):
+    if (record := await get_visible(db, EvalSession, session_id, principal=principal)) is None:
         raise NotFound(f"no session {session_id}")
     return record
 
