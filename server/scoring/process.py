@@ -21,7 +21,7 @@ from arq.worker import Worker
 from server.config import Settings
 from server.database import create_engine
 from server.scoring.wakeup import WAKE_FUNCTION
-from server.scoring.worker import RedisProgressEvents, ScoringWorker
+from server.scoring.worker import ScoringWorker
 
 log = logging.getLogger(__name__)
 ARQ_RESTART_S = 1.0
@@ -70,16 +70,7 @@ async def run_worker_process(settings: Settings) -> None:
     engine = create_engine(
         settings.effective_database_url, pool_size=10, max_overflow=10, pool_pre_ping=False
     )
-    redis = None
-    if settings.redis_url:
-        from redis.asyncio import Redis
-
-        redis = Redis.from_url(settings.redis_url)
-    worker = ScoringWorker(
-        engine=engine,
-        settings=settings,
-        events=RedisProgressEvents(redis) if redis is not None else None,
-    )
+    worker = ScoringWorker(engine=engine, settings=settings)
     wake = asyncio.Event()
     tasks = [asyncio.create_task(worker.run_forever(wake), name="scoring-loop")]
     if settings.redis_url:
@@ -92,6 +83,4 @@ async def run_worker_process(settings: Settings) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await worker.aclose()
-        if redis is not None:
-            await redis.aclose()
         await engine.dispose()

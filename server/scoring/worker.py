@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -41,25 +40,6 @@ from server.sessions.modes import SessionMode, replay_mask
 
 log = logging.getLogger(__name__)
 MAX_ERROR_BACKOFF_S = 300.0
-
-
-class ProgressEvents(Protocol):
-    """Where the worker announces each verdict (Redis pub/sub in production)."""
-
-    async def publish(self, session_id: uuid.UUID, event: dict[str, Any]) -> None: ...
-
-
-class RedisProgressEvents:
-    """Progress events on the Redis channel ``proctor:scoring:<session id>``; fail-open."""
-
-    def __init__(self, redis: Any) -> None:
-        self._redis = redis
-
-    async def publish(self, session_id: uuid.UUID, event: dict[str, Any]) -> None:
-        try:
-            await self._redis.publish(f"proctor:scoring:{session_id}", json.dumps(event))
-        except Exception:  # progress events are disposable; scoring must go on without them
-            log.debug("progress event not published", exc_info=True)
 
 
 @dataclass
@@ -103,14 +83,12 @@ class ScoringWorker:
         settings: Settings,
         panel: JudgePanel | None = None,
         cascade: Cascade | None = None,
-        events: ProgressEvents | None = None,
         owner: str | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = session_factory(engine)
         self.panel = panel or JudgePanel(settings, engine)
         self.cascade = cascade or cascade_from(settings)
-        self.events = events
         self.owner = owner or worker_name()
         self.consumers = 2 * settings.judge_concurrency
         self._buffer: list[tuple[ClaimedJob, JobInput | None]] = []
@@ -182,11 +160,6 @@ class ScoringWorker:
             touched.add(job.session_id)
             stats.recorded += inserted
             stats.duplicates += not inserted
-            if self.events is not None:
-                await self.events.publish(
-                    job.session_id,
-                    {"position": job.position, "score": result.get("score"), "judge": job.judge},
-                )
 
     async def _score(self, job: ClaimedJob, data: JobInput | None) -> dict[str, Any] | _Deferral:
         if data is None:
