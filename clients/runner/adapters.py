@@ -1,4 +1,6 @@
-"""The model-adapter layer (papers/003 §3.1): one prompt content, each model's native form.
+"""The model-adapter layer (ReLE, "ReLE: A Scalable System and Structured Benchmark for
+Diagnosing Capability Anisotropy in Chinese LLMs", §3.1): one prompt content, each model's
+native form.
 
 ReLE keeps the semantic content of a prompt fixed and lets a per-model adapter map it into
 what the model expects, so that scores measure capability rather than template mismatch;

@@ -1,10 +1,12 @@
-"""Prompt templates for the evaluated model: the three paradigms of papers/004 §3.2.
+"""Prompt templates for the evaluated model: the three paradigms of
+LLMEval-Fair (Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal Study on Robust and
+Fair Evaluation of Large Language Models", §3.2).
 
 LLMEval-Fair evaluates every model zero-shot, few-shot (app. B, fig. 9) and with
 chain-of-thought (fig. 10); the paradigm changes scores by under three points (Finding 3).
 A template turns one delivered item into the *content* of the prompt (instruction, input
 and constraints); how that content becomes the model's messages is the adapter's job
-(:mod:`clients.runner.adapters`, papers/003 §3.1).
+(:mod:`clients.runner.adapters`, ReLE §3.1).
 
 Rendering is pure and deterministic. Chinese items (``language`` "zh", the bank's default
 for GAOKAO-style items) get the Chinese wording, everything else English.
@@ -145,7 +147,7 @@ def render(item: PromptItem, paradigm: Paradigm, *, language: str | None = None)
     """The prompt content for ``item`` under ``paradigm``.
 
     * zero-shot: the item itself;
-    * few-shot (papers/004 fig. 9): three worked examples, then the item after
+    * few-shot (LLMEval-Fair fig. 9): three worked examples, then the item after
       "The following is the question to be answered";
     * cot (fig. 10): the item, then "Please think step by step and provide the final
       answer."

@@ -72,8 +72,9 @@ class Contamination:
 
 @dataclass(frozen=True, slots=True)
 class Baselines:
-    """Elo (papers/004 app. D) and Bradley-Terry ratings from per-item comparisons: two
-    models compared on every item both were served (their mean score on it)."""
+    """Elo (LLMEval-Fair, Zhang et al., app. D) and Bradley-Terry ratings from per-item
+    comparisons: two models compared on every item both were served (their mean score on
+    it)."""
 
     n_comparisons: int
     elo: EloResult | None

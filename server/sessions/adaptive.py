@@ -1,4 +1,4 @@
-"""The server side of adaptive sessions (issue 7): the policy of :mod:`bank.adaptive`
+"""The server side of adaptive sessions: the policy of :mod:`bank.adaptive`
 driving delivery.
 
 When the session opens, its pool is drawn exactly as for a fixed session of ``budget``

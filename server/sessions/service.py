@@ -380,7 +380,7 @@ async def _load_item(
 
 def _replay_item(position: int, row: Any) -> DeliveredItem:
     """A replay session's view of an item: the instruction to continue the beginning of
-    the question (options and the rest stay on the server; papers/004 §3.3)."""
+    the question (options and the rest stay on the server; LLMEval-Fair, Zhang et al., §3.3)."""
     masked = replay_mask(row.question)
     prefix = masked.prefix if masked is not None else row.question
     return DeliveredItem(
