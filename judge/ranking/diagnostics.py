@@ -93,26 +93,6 @@ class ScoreMatrix:
         object.__setattr__(self, "dimensions", tuple(dimensions))
         object.__setattr__(self, "scores", values)
 
-    @classmethod
-    def from_rows(cls, rows: Mapping[str, Mapping[str, float]]) -> ScoreMatrix:
-        """Build a matrix from ``{model: {dimension: score}}``.
-
-        The dimensions are those of the first model, in its order; every model must have
-        exactly the same dimensions.
-        """
-        if not rows:
-            raise ValueError("a score matrix needs at least one model")
-        first = next(iter(rows.values()))
-        dimensions = tuple(first)
-        for model, scores in rows.items():
-            if set(scores) != set(dimensions):
-                raise ValueError(
-                    f"model {model!r} has dimensions {sorted(scores)}, expected "
-                    f"{sorted(dimensions)}"
-                )
-        table = [[float(scores[d]) for d in dimensions] for scores in rows.values()]
-        return cls(tuple(rows), dimensions, table)
-
     def select(self, dimensions: Sequence[str]) -> ScoreMatrix:
         """The same models on ``dimensions`` only (in that order)."""
         missing = [d for d in dimensions if d not in self.dimensions]
@@ -337,7 +317,7 @@ def validate_schemes(schemes: object, dimensions: Sequence[str]) -> dict[str, di
     The format of ``proctor analyze --schemes`` (issue 5), e.g. parsed JSON. A scheme
     names some or all of ``dimensions``; a dimension it does not name has weight 0.
     Weights are finite non-negative numbers (not booleans) and each scheme's weights have
-    a positive sum; they need not sum to 1 (:func:`scheme_scores` normalises them).
+    a positive sum; they need not sum to 1 (:func:`rank_stability_amplitude` normalises them).
 
     Parameters
     ----------
@@ -395,19 +375,6 @@ def validate_schemes(schemes: object, dimensions: Sequence[str]) -> dict[str, di
     if problems:
         raise SchemeError(problems)
     return valid
-
-
-def scheme_scores(matrix: ScoreMatrix, weights: Mapping[str, float]) -> dict[str, float]:
-    """Each model's score under a weighting scheme: the weighted mean of its dimension
-    scores, ``sum_j w_j x_mj / sum_j w_j`` (papers/003 §6.1; issue 5).
-
-    Dimensions missing from ``weights`` weigh 0. Raises :class:`SchemeError` on invalid
-    weights (see :func:`validate_schemes`).
-    """
-    checked = validate_schemes({"scheme": weights}, matrix.dimensions)["scheme"]
-    w = np.array([checked.get(d, 0.0) for d in matrix.dimensions], dtype=np.float64)
-    values = matrix.scores @ (w / w.sum())
-    return dict(zip(matrix.models, (float(v) for v in values), strict=True))
 
 
 def competition_ranks(values: Sequence[float] | FloatArray) -> IntArray:
@@ -883,6 +850,5 @@ __all__: list[str] = [
     "diagnose",
     "difficulty_anchors",
     "rank_stability_amplitude",
-    "scheme_scores",
     "validate_schemes",
 ]

@@ -372,20 +372,6 @@ class BradleyTerryResult:
         """Models by strength, strongest first (equal strengths keep their order)."""
         return _highest_first(self.log_strengths)
 
-    def win_probability(self, model_a: str, model_b: str) -> float:
-        """``P(A beats B) = 1 / (1 + exp(theta_B - theta_A))``."""
-        diff = self.log_strengths[model_b] - self.log_strengths[model_a]
-        return float(1.0 / (1.0 + np.exp(diff)))
-
-    def elo_scale(self, base: float = DEFAULT_INITIAL) -> dict[str, float]:
-        """The strengths as Elo-like ratings ``base + 400 * log10(pi_i)``.
-
-        On this scale ``P(A beats B)`` is :func:`expected_score` of the two ratings, as
-        Chatbot Arena reports its Bradley-Terry fit.
-        """
-        factor = 400.0 / math.log(10.0)
-        return {m: base + factor * t for m, t in self.log_strengths.items()}
-
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {

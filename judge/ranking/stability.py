@@ -676,10 +676,6 @@ class Ranking:
                 return e
         raise KeyError(model)
 
-    def separable(self, model_a: str, model_b: str) -> bool:
-        """Whether the two models are in different tie groups."""
-        return self.entry(model_a).group != self.entry(model_b).group
-
     def to_json(self) -> dict[str, Any]:
         """``{"scale", "anchor", "threshold", "groups", "models": [row, ...]}``."""
         return {

@@ -29,7 +29,6 @@ from judge.ranking.diagnostics import (
     competition_ranks,
     diagnose,
     rank_stability_amplitude,
-    scheme_scores,
     validate_schemes,
 )
 from tests.judge.ranking.table8 import DISCIPLINES, load_table8
@@ -70,14 +69,12 @@ def test_score_matrix_validates() -> None:
         ScoreMatrix(["a", "a"], ["x"], [[1.0], [2.0]])
     with pytest.raises(ValueError, match=r"model 'b', dimension 'x'.*not a finite number"):
         ScoreMatrix(["a", "b"], ["x"], [[1.0], [math.inf]])
-    matrix = ScoreMatrix.from_rows({"a": {"x": 1, "y": 2}, "b": {"y": 4, "x": 3}})
+    matrix = ScoreMatrix(["a", "b"], ["x", "y"], [[1, 2], [3, 4]])
     assert matrix.scores.tolist() == [[1, 2], [3, 4]]
     assert not matrix.scores.flags.writeable
     assert matrix.select(["y"]).scores.tolist() == [[2], [4]]
     with pytest.raises(ValueError, match="unknown dimension 'z'"):
         matrix.select(["z"])
-    with pytest.raises(ValueError, match="model 'b' has dimensions"):
-        ScoreMatrix.from_rows({"a": {"x": 1}, "b": {"y": 2}})
 
 
 # --- anisotropy index (papers/003 eq. 3) ----------------------------------------------------
@@ -257,7 +254,8 @@ def test_rsa_matches_rankdata_for_random_schemes(values: Array, data: st.DataObj
 
 def test_scheme_scores_are_weighted_means_and_unnamed_dimensions_weigh_0() -> None:
     matrix = ScoreMatrix(["a", "b"], ["x", "y", "z"], [[1.0, 2.0, 9.0], [3.0, 1.0, 0.0]])
-    got = scheme_scores(matrix, {"x": 3, "y": 1})
+    result = rank_stability_amplitude(matrix, {"scheme": {"x": 3, "y": 1}})
+    got = {model: stability.scores["scheme"] for model, stability in result.items()}
     assert got == pytest.approx({"a": (3 * 1 + 2) / 4, "b": (3 * 3 + 1) / 4})
 
 

@@ -370,7 +370,7 @@ def test_tie_groups_separate_clearly_different_models() -> None:
     assert ranking.groups == (("a",), ("b",), ("c",))
     assert [e.rank_range for e in ranking.entries] == [(1, 1), (2, 2), (3, 3)]
     assert [e.position for e in ranking.entries] == [1, 2, 3]
-    assert ranking.separable("a", "c")
+    assert ranking.entry("a").group != ranking.entry("c").group
     assert ranking.entry("b").confidence_interval.low < ranking.entry("b").estimate
 
 
@@ -382,7 +382,7 @@ def test_tie_groups_merge_near_identical_models() -> None:
     for entry in ranking.entries:
         low, high = entry.rank_range
         assert (low, high) == ((1, 3) if entry.model.startswith("a") else (4, 5))
-    assert not ranking.separable("a1", "a3")
+    assert ranking.entry("a1").group == ranking.entry("a3").group
     payload = ranking.to_json()
     assert payload["groups"] == [list(g) for g in ranking.groups]
     assert {"position", "group", "rank_low", "rank_high", "ci_low", "ci_high"} <= set(
