@@ -7,8 +7,8 @@ Elo approximates online.
 
 * :func:`comparisons_from_items`: every pair of models on every item both answered, won
   by the higher item score, tied on equal scores (:class:`Comparison`);
-* :func:`elo_sequential`: Elo over the comparisons in the order given (app. D);
-* :func:`elo`: Elo averaged over random orders of the comparisons (:class:`EloResult`);
+* :func:`elo`: Elo (app. D) averaged over random orders of the comparisons
+  (:class:`EloResult`);
 * :func:`bradley_terry`: Bradley-Terry strengths by maximum likelihood, with Hunter's
   (2004) MM algorithm (:class:`BradleyTerryResult`).
 
@@ -170,52 +170,6 @@ def expected_score(rating_a: float, rating_b: float) -> float:
     return 1.0 / (1.0 + math.pow(10.0, (rating_b - rating_a) / 400.0))
 
 
-def elo_sequential(
-    comparisons: Iterable[Comparison],
-    *,
-    k: float = DEFAULT_K,
-    initial: float = DEFAULT_INITIAL,
-) -> dict[str, float]:
-    """Elo ratings after processing the comparisons in the order given (papers/004 app. D).
-
-    Every model starts at ``initial``. For each comparison, with ``E_A`` from
-    :func:`expected_score` of the current ratings, ``R_A' = R_A + K (S_A - E_A)`` and
-    ``R_B' = R_B - K (S_A - E_A)`` (B's own update, since ``S_B = 1 - S_A`` and
-    ``E_B = 1 - E_A``); the sum of the ratings never changes.
-
-    Parameters
-    ----------
-    comparisons : iterable of Comparison
-    k : float, default 32
-        The fixed update factor ``K``.
-    initial : float, default 1500
-        The starting rating.
-
-    Returns
-    -------
-    dict of str to float
-        Model -> final rating, models in order of first appearance.
-
-    Raises
-    ------
-    ValueError
-        No comparisons, an invalid comparison, or a non-positive ``k``.
-
-    Examples
-    --------
-    >>> elo_sequential([Comparison("a", "b", 1.0)])
-    {'a': 1516.0, 'b': 1484.0}
-    """
-    _check_elo_parameters(k, initial)
-    models, a, b, s = _encode(comparisons)
-    ratings = [float(initial)] * len(models)
-    for i, j, outcome in zip(a.tolist(), b.tolist(), s.tolist(), strict=True):
-        delta = k * (outcome - expected_score(ratings[i], ratings[j]))
-        ratings[i] += delta
-        ratings[j] -= delta
-    return dict(zip(models, ratings, strict=True))
-
-
 def _highest_first(values: Mapping[str, float]) -> tuple[str, ...]:
     """The keys of ``values`` by value, highest first; a stable sort keeps ties in order."""
     return tuple(sorted(values, key=lambda key: -values[key]))
@@ -277,9 +231,12 @@ def elo(
     (items are not played in time). The comparisons are therefore processed in
     ``permutations`` random orders with a fixed ``K``, and the final ratings averaged.
     Order ``p`` is ``gen.permutation(len(comparisons))`` for ``p = 0, 1, ...`` in turn
-    with ``gen = numpy.random.default_rng(rng)``, and the result for that order equals
-    :func:`elo_sequential` of the comparisons taken in that order. The permutations are
-    run side by side with numpy, one comparison step at a time.
+    with ``gen = numpy.random.default_rng(rng)``. In one order every model starts at
+    ``initial`` and each comparison, with ``E_A`` from :func:`expected_score` of the current
+    ratings, moves ``R_A' = R_A + K (S_A - E_A)`` and ``R_B' = R_B - K (S_A - E_A)`` (B's
+    own update, since ``S_B = 1 - S_A`` and ``E_B = 1 - E_A``), so the sum of the ratings
+    never changes. The permutations are run side by side with numpy, one comparison step
+    at a time.
 
     Parameters
     ----------

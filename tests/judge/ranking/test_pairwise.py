@@ -19,7 +19,6 @@ from judge.ranking.pairwise import (
     bradley_terry,
     comparisons_from_items,
     elo,
-    elo_sequential,
     expected_score,
 )
 
@@ -71,12 +70,27 @@ def test_comparisons_from_items_errors(scores: Any, message: str) -> None:
 )
 def test_invalid_comparisons(comparisons: list[Comparison], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        elo_sequential(comparisons)
+        elo(comparisons)
     with pytest.raises(ValueError, match=message):
         bradley_terry(comparisons)
 
 
 # --- Elo -----------------------------------------------------------------------------------
+
+
+def elo_sequential(
+    comparisons: list[Comparison], *, k: float = 32.0, initial: float = 1500.0
+) -> dict[str, float]:
+    """papers/004 app. D written out, one comparison after the other in the order given:
+    the specification that every permutation of :func:`elo` must meet."""
+    ratings: dict[str, float] = {}
+    for c in comparisons:
+        ra = ratings.setdefault(c.model_a, initial)
+        rb = ratings.setdefault(c.model_b, initial)
+        delta = k * (c.score_a - expected_score(ra, rb))
+        ratings[c.model_a] = ra + delta
+        ratings[c.model_b] = rb - delta
+    return ratings
 
 
 def test_expected_score_is_eq3() -> None:
@@ -191,7 +205,7 @@ def test_elo_parameter_errors() -> None:
     with pytest.raises(ValueError, match="k must be a positive"):
         elo(comps, k=0)
     with pytest.raises(ValueError, match="initial must be a finite"):
-        elo_sequential(comps, initial=math.inf)
+        elo(comps, initial=math.inf)
 
 
 # --- Bradley-Terry -------------------------------------------------------------------------

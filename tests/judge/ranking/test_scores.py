@@ -1,86 +1,21 @@
-"""Absolute, per-discipline and relative scores (papers/004 eq. 1-2), checked against numpy
-and against the published table 8."""
+"""Relative scores (papers/004 eq. 2), checked against numpy and against the published
+table 8."""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judge.ranking.scores import absolute_score, discipline_scores, relative_scores
+from judge.ranking.scores import relative_scores
 from tests.judge.ranking.table8 import ANCHOR, load_table8
 
 FAST = settings(max_examples=150, deadline=None, derandomize=True)
 item_scores = st.lists(st.integers(0, 3), min_size=1, max_size=300)
 model_names = st.text("abcdefgh", min_size=1, max_size=6)
-
-
-# --- eq. 1 --------------------------------------------------------------------------------
-
-
-@FAST
-@given(item_scores)
-def test_absolute_score_is_eq_1(scores: list[int]) -> None:
-    expected = np.sum(scores) / (len(scores) * 3) * 100
-    assert absolute_score(scores) == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert 0 <= absolute_score(scores) <= 100
-
-
-def test_absolute_score_bounds_and_other_scales() -> None:
-    assert absolute_score([3] * 1000) == 100
-    assert absolute_score([0] * 1000) == 0
-    assert absolute_score([1, 2]) == 50
-    assert absolute_score(np.array([5, 0], dtype=np.int64), max_score=5) == 50
-
-
-@pytest.mark.parametrize(
-    ("scores", "kwargs", "message"),
-    [
-        ([], {}, "at least one item score"),
-        ([0, 4], {}, "score 1: 4 is outside 0-3"),
-        ([-1], {}, "outside 0-3"),
-        ([True], {}, "not an integer score"),
-        ([1.5], {}, "not an integer score"),
-        ([1], {"max_score": 0}, "max_score must be a positive integer"),
-    ],
-)
-def test_absolute_score_refuses(scores: list[Any], kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        absolute_score(scores, **kwargs)
-
-
-# --- per-discipline scores on a 10-point scale ---------------------------------------------
-
-
-@FAST
-@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.integers(0, 3)), min_size=1))
-def test_discipline_scores_are_the_mean_over_3_times_10(pairs: list[tuple[str, int]]) -> None:
-    groups: dict[str, list[int]] = defaultdict(list)
-    for discipline, score in pairs:
-        groups[discipline].append(score)
-    got = discipline_scores(pairs)
-    assert list(got) == list(groups)  # order of first appearance
-    for discipline, scores in groups.items():
-        assert got[discipline] == pytest.approx(np.mean(scores) / 3 * 10, rel=1e-12)
-
-
-@FAST
-@given(st.lists(st.lists(st.integers(0, 3), min_size=7, max_size=7), min_size=1, max_size=10))
-def test_with_equal_disciplines_s_is_ten_times_their_mean(per_discipline: list[list[int]]) -> None:
-    pairs = [(f"d{d}", s) for d, scores in enumerate(per_discipline) for s in scores]
-    mean_discipline = np.mean(list(discipline_scores(pairs).values()))
-    assert absolute_score([s for _, s in pairs]) == pytest.approx(10 * mean_discipline, rel=1e-12)
-
-
-def test_discipline_scores_refuse_bad_scores() -> None:
-    with pytest.raises(ValueError, match=r"item 1 \(Law\): 7 is outside 0-3"):
-        discipline_scores([("Law", 3), ("Law", 7)])
-    assert discipline_scores([]) == {}
 
 
 # --- eq. 2 --------------------------------------------------------------------------------

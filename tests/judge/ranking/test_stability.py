@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from judge.ranking.scores import absolute_score
 from judge.ranking.stability import (
     BootstrapReplicates,
     RunScores,
@@ -25,6 +24,11 @@ from judge.ranking.stability import (
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True)
 VALUES = np.arange(4)
+
+
+def _eq1(scores: list[int]) -> float:
+    """papers/004 eq. 1, written out: ``S = sum(s_i) / (N * 3) * 100``."""
+    return sum(scores) / (len(scores) * 3) * 100
 
 
 def sessions_with(
@@ -46,13 +50,13 @@ def exact_sessions(target: list[float], n_items: int = 300) -> list[list[int]]:
 # --- RunScores -------------------------------------------------------------------------
 
 
-def test_session_scores_are_eq1_and_match_scores_module() -> None:
+def test_session_scores_are_eq1() -> None:
     runs = RunScores({"a": [[3, 2, 3], [3, 3, 1, 0]], "b": [np.array([0, 1, 2], np.int8)]})
     assert runs.models == ("a", "b")
     assert runs.session_scores("a").tolist() == pytest.approx([8 / 9 * 100, 7 / 12 * 100])
     for model in runs:
         for session, s in zip(runs[model], runs.session_scores(model), strict=True):
-            assert s == pytest.approx(absolute_score(session.tolist()), abs=1e-12)
+            assert s == pytest.approx(_eq1(session.tolist()), abs=1e-12)
     assert runs.score_counts("a").tolist() == [[0, 0, 1, 2], [1, 1, 0, 2]]
     assert runs.mean_score("b") == pytest.approx(100 / 3)
     assert len(runs) == 2 and "b" in runs
@@ -103,7 +107,7 @@ def test_model_summary_mean_variance_and_interval() -> None:
     summaries = model_summary(boot)
     assert list(summaries) == ["a", "b"]
     for model, summary in summaries.items():
-        sessions = [absolute_score(s.tolist()) for s in data[model]]
+        sessions = [_eq1(s.tolist()) for s in data[model]]
         assert summary.scale == "absolute" and summary.anchor is None
         assert summary.session_values == pytest.approx(sessions, abs=1e-12)
         assert summary.mean == pytest.approx(statistics.fmean(sessions), abs=1e-12)
