@@ -11,11 +11,16 @@ import math
 from numbers import Integral, Real
 
 
+def _real(value: object, name: str, expected: str) -> float:
+    """``value`` as a float if it is a real number (not a bool), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
+
+
 def check_fraction(value: object, name: str) -> float:
     """A float strictly inside (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    number = float(value)
+    number = _real(value, name, "a number in (0, 1)")
     if not 0.0 < number < 1.0:  # also refuses NaN
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {number!r}")
     return number
@@ -23,9 +28,7 @@ def check_fraction(value: object, name: str) -> float:
 
 def check_unit_interval(value: object, name: str) -> float:
     """A float in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    number = float(value)
+    number = _real(value, name, "a number in [0, 1]")
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1], got {number!r}")
     return number
@@ -33,9 +36,7 @@ def check_unit_interval(value: object, name: str) -> float:
 
 def check_finite(value: object, name: str) -> float:
     """A finite float."""
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    number = float(value)
+    number = _real(value, name, "a finite number")
     if not math.isfinite(number):
         raise ValueError(f"{name} must be finite, got {number!r}")
     return number
