@@ -19,10 +19,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jwt
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from clients.sdk.types import Role
 
 TOKEN_TYPE = "at+jwt"
 MAX_TOKEN_LENGTH = 4096
@@ -56,7 +58,7 @@ class TokenClaims(BaseModel):
 
     sub: StrictStr = Field(min_length=1, max_length=64)
     org: uuid.UUID
-    role: Literal["admin", "evaluator", "vendor", "auditor"]
+    role: Role
     iss: StrictStr
     aud: StrictStr
     iat: StrictInt = Field(ge=0, le=MAX_TIMESTAMP)
