@@ -16,12 +16,6 @@ scores, so exact for objective items and an upper bound for judged ones).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
-from typing import TypeVar
-
-from bank.sampling.plan import apportion
-
-K = TypeVar("K", bound=Hashable)
 
 
 def shrunk_sd(
@@ -55,69 +49,6 @@ def bounded_sd(
     else:
         mu = (n * sample_mean + prior_weight * prior_mean) / (n + prior_weight)
     return max(math.sqrt(mu * (1.0 - mu)), floor)
-
-
-def neyman_allocation(
-    total: int,
-    *,
-    weights: Mapping[K, float],
-    sds: Mapping[K, float],
-    costs: Mapping[K, float] | None = None,
-    sizes: Mapping[K, int] | None = None,
-    minimum: Mapping[K, int] | None = None,
-) -> dict[K, int]:
-    """Integer Neyman allocation of ``total`` items: ``n_h ∝ W_h S_h / sqrt(c_h)``.
-
-    ``total`` counts items; for a cost budget C pass ``C / mean cost`` or use
-    :func:`items_for_budget`. Each stratum gets at least ``minimum[h]`` (the pilot) and at
-    most ``sizes[h]`` (its population); the rest follows the Neyman shares with
-    largest-remainder rounding, so the result sums to ``min(total, sum(sizes))`` when the
-    minimums fit. Raises ValueError on a negative weight, sd or non-positive cost.
-    """
-    costs = costs or {}
-    if total < 0:
-        raise ValueError(f"total must be >= 0, got {total}")
-    for name, mapping in (("sizes", sizes), ("minimum", minimum)):
-        negative = [key for key, v in (mapping or {}).items() if v < 0]
-        if negative:
-            raise ValueError(f"{name} must be >= 0: stratum {negative[0]!r}")
-    shares: dict[K, float] = {}
-    for key, w in weights.items():
-        c = costs.get(key, 1.0)
-        if w < 0 or sds[key] < 0 or c <= 0:
-            raise ValueError(f"stratum {key!r}: weights and sds must be >= 0 and costs > 0")
-        shares[key] = w * sds[key] / math.sqrt(c)
-    base = {
-        key: min(minimum.get(key, 0) if minimum else 0, sizes[key] if sizes else total)
-        for key in weights
-    }
-    rest = total - sum(base.values())
-    if rest < 0:
-        raise ValueError(
-            f"the pilot needs {sum(base.values())} items, more than the {total} allowed"
-        )
-    if sum(shares.values()) == 0:
-        shares = {key: float(w) for key, w in weights.items()}
-    caps = {key: (sizes[key] - base[key]) for key in weights} if sizes else None
-    extra = apportion(rest, shares, caps)
-    left = rest - sum(extra.values())
-    if left > 0 and caps is not None:
-        # strata with a share were capped and the rest have S_h = 0: fill them by weight
-        room = {key: caps[key] - extra.get(key, 0) for key in weights}
-        more = apportion(left, {key: float(w) for key, w in weights.items()}, room)
-        extra = {key: extra.get(key, 0) + more.get(key, 0) for key in weights}
-    return {key: base[key] + extra.get(key, 0) for key in weights}
-
-
-def items_for_budget(
-    budget: float, *, allocation_shares: Mapping[K, float], costs: Mapping[K, float]
-) -> float:
-    """How many items a cost ``budget`` buys when items are spread by ``allocation_shares``
-    (fractions summing to 1): ``budget / sum_h share_h c_h``."""
-    mean_cost = sum(share * costs.get(key, 1.0) for key, share in allocation_shares.items())
-    if mean_cost <= 0:
-        raise ValueError("the mean cost per item must be positive")
-    return budget / mean_cost
 
 
 def marginal_gain(weight: float, sd: float, n: int, cost: float) -> float:

@@ -8,7 +8,8 @@ steps on the models (one parameter each) and on the items (a 2x2 system each,
 vectorised), with theta re-centred to mean 0, sd 1 after each sweep. The priors keep
 items that every model got right (or wrong) at finite difficulty, which plain maximum
 likelihood cannot. With a few dozen models the discriminations are rough; the policy only
-uses them to rank items by information, where rough is good enough.
+uses the fit to predict a stratum's mean score from the model's estimated ability
+(:meth:`ItemParameters.p_correct`), where rough is good enough.
 
 Why our own fit: the Python IRT packages (``py-irt``, ``girth``) bring Pyro/PyTorch or are
 unmaintained; 40 lines of numpy fit 20 x 12,000 responses in about a second.
@@ -39,11 +40,6 @@ class ItemParameters:
     def p_correct(self, theta: float) -> FloatArray:
         """P(correct) of every item for ability ``theta``."""
         return np.asarray(expit(self.a * (theta - self.b)), dtype=np.float64)
-
-    def information(self, theta: float) -> FloatArray:
-        """Fisher information ``a^2 p (1 - p)`` of every item at ``theta``."""
-        p = self.p_correct(theta)
-        return np.asarray(self.a**2 * p * (1.0 - p), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)

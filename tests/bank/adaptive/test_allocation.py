@@ -8,13 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bank.adaptive.allocation import (
-    bounded_sd,
-    items_for_budget,
-    marginal_gain,
-    neyman_allocation,
-    shrunk_sd,
-)
+from bank.adaptive.allocation import bounded_sd, marginal_gain, shrunk_sd
+from tests.bank.adaptive.neyman_reference import neyman_allocation
 
 KEYS = "abcdef"
 
@@ -373,42 +368,3 @@ def test_greedy_allocation_has_the_smallest_variance_among_integer_allocations(
             moved[src] -= 1
             moved[dst] += 1
             assert variance(moved) >= best * (1 - 1e-12)
-
-
-# --------------------------------------------------------------------------- items_for_budget
-
-
-def test_items_for_budget_divides_the_budget_by_the_mean_cost() -> None:
-    """budget / sum_h share_h c_h; a stratum without a cost costs 1."""
-    got = items_for_budget(
-        300.0, allocation_shares={"a": 0.5, "b": 0.25, "c": 0.25}, costs={"a": 2.0, "b": 4.0}
-    )
-    assert got == pytest.approx(300.0 / (0.5 * 2 + 0.25 * 4 + 0.25 * 1))
-
-
-@given(design=designs(), budget=st.floats(10.0, 10_000.0))
-def test_items_for_budget_with_cochran_cost_shares_buys_the_cost_optimal_items(
-    design: dict[str, dict[str, float]], budget: float
-) -> None:
-    """Cochran's n_h = C (W_h S_h / sqrt c_h) / sum_k W_k S_k sqrt c_k spends exactly C;
-    items_for_budget with those shares returns sum_h n_h."""
-    denom = sum(d["weight"] * d["sd"] * math.sqrt(d["cost"]) for d in design.values())
-    n = {
-        k: budget * d["weight"] * d["sd"] / math.sqrt(d["cost"]) / denom for k, d in design.items()
-    }
-    assert sum(n[k] * d["cost"] for k, d in design.items()) == pytest.approx(budget)
-    total = sum(n.values())
-    got = items_for_budget(
-        budget,
-        allocation_shares={k: v / total for k, v in n.items()},
-        costs={k: d["cost"] for k, d in design.items()},
-    )
-    assert got == pytest.approx(total, rel=1e-9)
-
-
-def test_items_for_budget_refuses_a_non_positive_mean_cost() -> None:
-    """Shares that cost nothing on average cannot be bought."""
-    with pytest.raises(ValueError):
-        items_for_budget(10.0, allocation_shares={"a": 0.0}, costs={"a": 1.0})
-    with pytest.raises(ValueError):
-        items_for_budget(10.0, allocation_shares={}, costs={})

@@ -125,16 +125,14 @@ def test_estimate_ability_increases_with_the_scores() -> None:
     assert low < high
 
 
-def test_item_information_is_a_squared_p_one_minus_p() -> None:
-    """information = a^2 p (1 - p), which is also the Fisher information of the Bernoulli
-    response, (dp/dtheta)^2 / (p (1 - p)), by central differences."""
+def test_p_correct_is_the_2pl_logistic() -> None:
+    """p = sigmoid(a (theta - b)), whose slope is a p (1 - p) (central differences)."""
     items = ItemParameters(np.array([0.5, 1.0, 2.5, 1.7]), np.array([-1.0, 0.0, 0.3, 2.0]))
     for theta in (-2.0, 0.0, 0.4, 1.5):
         p = 1 / (1 + np.exp(-items.a * (theta - items.b)))
         np.testing.assert_allclose(items.p_correct(theta), p, rtol=1e-12)
-        np.testing.assert_allclose(items.information(theta), items.a**2 * p * (1 - p), rtol=1e-12)
         h = 1e-5
         dp = (items.p_correct(theta + h) - items.p_correct(theta - h)) / (2 * h)
-        np.testing.assert_allclose(items.information(theta), dp**2 / (p * (1 - p)), rtol=1e-6)
-    # information peaks at theta = b with a^2 / 4
-    assert items.information(0.3)[2] == pytest.approx(2.5**2 / 4)
+        np.testing.assert_allclose(dp, items.a * p * (1 - p), rtol=1e-6)
+    # p is one half at theta = b
+    assert items.p_correct(0.3)[2] == pytest.approx(0.5)

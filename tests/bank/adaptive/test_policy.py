@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from bank.adaptive.allocation import neyman_allocation
 from bank.adaptive.bounds import Bound, hoeffding_serfling
 from bank.adaptive.irt import ItemParameters
 from bank.adaptive.policy import (
@@ -22,6 +21,7 @@ from bank.adaptive.policy import (
     StopReason,
     difficulty_bands,
 )
+from tests.bank.adaptive.neyman_reference import neyman_allocation
 
 FloatArray = NDArray[np.float64]
 
