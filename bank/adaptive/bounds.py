@@ -5,9 +5,10 @@ References: R. Bardenet and O.-A. Maillard, "Concentration inequalities for samp
 without replacement", Bernoulli 21(3), 2015 (B&M below); R. J. Serfling, Ann. Statist. 2,
 1974.
 
-* :func:`hoeffding_serfling` — B&M corollary 2.5, two-sided:
+* Hoeffding-Serfling — B&M corollary 2.5, two-sided, for one stratum:
   ``eps = (b - a) sqrt(rho_n ln(2/delta) / (2 n))`` with ``rho_n = 1 - (n-1)/N`` for
-  ``n <= N/2`` and ``(1 - n/N)(1 + 1/n)`` above. It depends on n only, not on the data.
+  ``n <= N/2`` and ``(1 - n/N)(1 + 1/n)`` above (:func:`serfling_rho`). It depends on n
+  only, not on the data.
 * :func:`bernstein_serfling` — B&M theorem 3.5 (empirical Bernstein-Serfling), two-sided:
   ``eps = s_n sqrt(2 rho_n ln(5/delta') / n) + kappa (b - a) ln(5/delta') / n`` with
   ``delta' = delta / 2`` and ``kappa = 7/3 + 3/sqrt(2)``. Adapts to a small variance, but
@@ -57,14 +58,6 @@ def serfling_rho(n: int, population: int) -> float:
     if n <= population / 2:
         return 1.0 - (n - 1) / population
     return (1.0 - n / population) * (1.0 + 1.0 / n)
-
-
-def hoeffding_serfling(n: int, population: int, delta: float, *, value_range: float = 1.0) -> float:
-    """Two-sided Hoeffding-Serfling half-width for the mean of ``n`` of ``population``
-    values spanning ``value_range``: P(|mean - mu| > eps) <= delta."""
-    _check_delta(delta)
-    rho = serfling_rho(n, population)
-    return value_range * math.sqrt(rho * math.log(2.0 / delta) / (2.0 * n))
 
 
 def bernstein_serfling(

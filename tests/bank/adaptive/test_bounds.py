@@ -18,7 +18,6 @@ from bank.adaptive.bounds import (
     CheckSchedule,
     bernstein_serfling,
     halfwidth,
-    hoeffding_serfling,
     normal_halfwidth,
     serfling_rho,
     stratified_bernstein_serfling,
@@ -77,6 +76,13 @@ def test_serfling_rho_refuses_sizes_outside_one_to_n(n: int, population: int) ->
     """n must satisfy 1 <= n <= N."""
     with pytest.raises(ValueError):
         serfling_rho(n, population)
+
+
+def hoeffding_serfling(n: int, population: int, delta: float, *, value_range: float = 1.0) -> float:
+    """Hoeffding-Serfling for the mean of ``n`` of ``population`` values: the stratified
+    bound with one stratum (W = 1)."""
+    tallies: dict[Hashable, StratumTally] = {"only": _tally(population, [0.5] * n)}
+    return stratified_hoeffding_serfling(tallies, delta, value_range=value_range)
 
 
 def test_hoeffding_serfling_formula() -> None:
@@ -155,10 +161,11 @@ def test_halfwidth_dispatches_to_the_named_bound() -> None:
 def test_stratified_hoeffding_serfling_with_one_stratum_is_the_plain_bound(
     n: int, population: int
 ) -> None:
-    """One stratum (W = 1): the stratified half-width equals hoeffding_serfling(n, N)."""
+    """One stratum (W = 1): the stratified half-width is B&M corollary 2.5,
+    ``sqrt(rho_n ln(2/delta) / (2n))``."""
     tallies: dict[Hashable, StratumTally] = {"only": _tally(population, [0.5] * n)}
     assert stratified_hoeffding_serfling(tallies, 0.05) == pytest.approx(
-        hoeffding_serfling(n, population, 0.05)
+        math.sqrt(serfling_rho(n, population) * math.log(2 / 0.05) / (2 * n))
     )
 
 
