@@ -11,10 +11,18 @@ is left alone. Every added item starts a new family or joins a new one, so no
 organisation's exposure counters change. Exact duplicates (same normalised content) are
 skipped and reported; near duplicates (shingle Jaccard >= 0.9) are imported and reported,
 never dropped silently.
+
+Every record's discipline is stored as the canonical key of a discipline of the bank's
+taxonomy (:mod:`bank.taxonomy`, :mod:`bank.disciplines`); the paper's other names for a
+discipline are accepted. A discipline the taxonomy does not know refuses the batch
+(``file:line: discipline: unknown discipline 'X' (known: ...)``) unless
+``add_disciplines`` is set, which adds it (evaluated) with the record's spelling as its
+display name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
 from bank.augment import augment as augment_record
+from bank.disciplines import add_disciplines as add_to_taxonomy
+from bank.disciplines import known_disciplines
 from bank.duplicates.exact import content_hash
 from bank.duplicates.near import (
     NearDuplicateFinding,
@@ -35,6 +45,7 @@ from bank.locks import lock
 from bank.models import Item, make_slot
 from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
 from bank.strata import StratumKey, reserve_slots
+from bank.taxonomy import MAX_KEY, DisciplineMap, canonical_key
 
 ID_NAMESPACE = uuid.UUID("6f1c2a4e-8b7d-4f0a-9c3e-2d5b7a1e9f40")
 """Namespace of content-derived item ids (records that bring no id of their own)."""
@@ -72,6 +83,7 @@ class ImportReport:
     variants_skipped: int = 0
     duplicates: list[Duplicate] = field(default_factory=list)
     near_duplicates: list[NearDuplicateFinding] = field(default_factory=list)
+    disciplines_added: list[str] = field(default_factory=list)
 
     @property
     def items_added(self) -> int:
@@ -89,6 +101,7 @@ class ImportReport:
                 {"at": str(d.location), "duplicate_of": d.duplicate_of} for d in self.duplicates
             ],
             "near_duplicates": [n.as_dict() for n in self.near_duplicates],
+            "disciplines_added": self.disciplines_added,
         }
 
 
@@ -117,6 +130,53 @@ def validate_all(raws: Iterable[RawRecord]) -> tuple[list[ItemRecord], list[Reco
         except RecordError as error:
             errors.append(error)
     return records, errors
+
+
+@dataclass(slots=True)
+class _Disciplines:
+    """The bank's taxonomy while a batch is checked, and what the batch would add."""
+
+    known: dict[str, str]
+    add: bool
+    added: dict[str, str] = field(default_factory=dict)
+    aliases: DisciplineMap = field(default_factory=DisciplineMap.aliases)
+
+    def canonical(self, record: ItemRecord) -> ItemRecord:
+        """``record`` with its discipline's key.
+
+        Raises
+        ------
+        RecordError
+            For a discipline that is not in the taxonomy (and is not to be added).
+        """
+        name = self.aliases.apply(record.discipline).discipline.strip()
+        key = canonical_key(name)
+        if not key or len(key) > MAX_KEY:
+            raise RecordError(record.location, "discipline", f"{name!r} is not a discipline name")
+        if key not in self.known and key not in self.added:
+            if not self.add:
+                raise RecordError(
+                    record.location,
+                    "discipline",
+                    f"unknown discipline {record.discipline!r} (known: "
+                    f"{', '.join(sorted(self.known))}); map it with --discipline-map or "
+                    "add it with --add-disciplines",
+                )
+            self.added[key] = name
+        return dataclasses.replace(record, discipline=key)
+
+
+def _canonicalise(
+    records: Sequence[ItemRecord], disciplines: _Disciplines
+) -> tuple[list[ItemRecord], list[RecordError]]:
+    canonical: list[ItemRecord] = []
+    errors: list[RecordError] = []
+    for record in records:
+        try:
+            canonical.append(disciplines.canonical(record))
+        except RecordError as error:
+            errors.append(error)
+    return canonical, errors
 
 
 def _identify(records: Sequence[ItemRecord]) -> tuple[list[_Candidate], list[RecordError]]:
@@ -258,18 +318,29 @@ async def _place(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
 
 
 async def import_records(
-    session: AsyncSession, raws: Iterable[RawRecord], *, augment: bool = True
+    session: AsyncSession,
+    raws: Iterable[RawRecord],
+    *,
+    augment: bool = True,
+    add_disciplines: bool = False,
 ) -> ImportReport:
     """Validate and write ``raws`` in ``session``'s transaction; flush, never commit.
+
+    ``add_disciplines`` adds disciplines the taxonomy does not know instead of refusing
+    their records.
 
     Raises
     ------
     ImportRefused
-        If any record is invalid or reuses an id; nothing has been written then.
+        If any record is invalid, reuses an id or names an unknown discipline (without
+        ``add_disciplines``); nothing has been written then.
     """
     records, errors = validate_all(raws)
     report = ImportReport(records=len(records) + len(errors))
     await lock(session, IMPORT_LOCK)  # imports serialise: each sees the other's items
+    disciplines = _Disciplines(await known_disciplines(session), add_disciplines)
+    records, discipline_errors = _canonicalise(records, disciplines)
+    errors.extend(discipline_errors)
     candidates, id_errors = _identify(records)
     errors.extend(id_errors)
     fresh, bank_errors = await _screen(session, candidates, report)
@@ -277,6 +348,9 @@ async def import_records(
     if errors:
         errors.sort(key=lambda e: (e.location.path, e.location.line))
         raise ImportRefused(errors)
+    if disciplines.added:
+        await add_to_taxonomy(session, disciplines.added)
+    report.disciplines_added = sorted(disciplines.added)
     rows = [_item_row(c) for c in fresh]
     taken = {r["content_hash"] for r in rows}
     variant_rows = await _variant_rows(session, fresh, taken, report) if augment else []

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     ForeignKey,
     Integer,
@@ -41,6 +42,19 @@ def make_slot(stratum_id: int, rank: int) -> int:
     return (stratum_id << SLOT_RANK_BITS) | rank
 
 
+class Discipline(Base):
+    """A discipline of the bank's taxonomy (see ``bank.taxonomy``); ``evaluated`` ones
+    share the quota of a session (stage 1 of the stratified sample)."""
+
+    __tablename__ = "disciplines"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    """Canonical key (``bank.taxonomy.canonical_key``); items and strata hold it."""
+    display_name: Mapped[str] = mapped_column(String(200))
+    evaluated: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class Stratum(Base):
     """A discipline × question type × sub-discipline cell with its maintained counts."""
 
@@ -49,6 +63,7 @@ class Stratum(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     discipline: Mapped[str] = mapped_column(String(100))
+    """The canonical key of a ``Discipline`` (the importer adds only known ones)."""
     qtype: Mapped[str] = mapped_column(String(40))
     subdiscipline: Mapped[str] = mapped_column(String(200))
     n_slots: Mapped[int] = mapped_column(Integer, default=0)
@@ -74,6 +89,7 @@ class Item(Base):
     """Also the high half of ``slot``, whose unique index serves lookups by stratum."""
     slot: Mapped[int] = mapped_column(BigInteger, unique=True)
     discipline: Mapped[str] = mapped_column(String(100))
+    """The canonical key of a ``Discipline``, the same as the stratum's."""
     subdiscipline: Mapped[str] = mapped_column(String(200))
     qtype: Mapped[str] = mapped_column(String(40))
     question: Mapped[str] = mapped_column(Text)

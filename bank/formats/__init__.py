@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bank.formats.discipline_maps import map_disciplines, shipped_map
 from bank.formats.gaokao import read_gaokao
 from bank.formats.jsonl import read_jsonl
 from bank.formats.mmlu_pro import read_mmlu_pro
 from bank.formats.safe_json import JsonProblem, parse_json
 from bank.records import RawRecord
+from bank.taxonomy import DisciplineMap
 
 FORMATS: tuple[str, ...] = ("jsonl", "gaokao", "mmlu_pro")
 
@@ -93,8 +95,12 @@ def _detect_jsonl(path: Path) -> str:
     return "jsonl"
 
 
-def read_records(path: Path, fmt: str | None = None) -> Iterator[RawRecord]:
-    """Read ``path`` in format ``fmt`` (detected with :func:`detect_format` if ``None``).
+def read_records(
+    path: Path, fmt: str | None = None, discipline_map: DisciplineMap | None = None
+) -> Iterator[RawRecord]:
+    """Read ``path`` in format ``fmt`` (detected with :func:`detect_format` if ``None``),
+    its categories mapped onto the bank's disciplines by the format's shipped map with
+    ``discipline_map`` laid over it (:mod:`bank.formats.discipline_maps`).
 
     Raises
     ------
@@ -107,4 +113,5 @@ def read_records(path: Path, fmt: str | None = None) -> Iterator[RawRecord]:
     reader = _READERS.get(name)
     if reader is None:
         raise ValueError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}")
-    return reader(path)
+    mapping = shipped_map(name).merged(discipline_map or DisciplineMap())
+    return map_disciplines(reader(path), mapping)

@@ -20,6 +20,7 @@ from sqlalchemy import and_, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
+from bank.disciplines import sampled_disciplines
 from bank.locks import lock
 from bank.models import (
     SLOT_RANK_BITS,
@@ -122,8 +123,12 @@ async def draw_sample(
     """Draw (do not record) a sample of ``n`` items unseen by ``org_id``.
 
     The same ``seed`` on the same bank and exposure state gives the same sample.
+    ``disciplines`` defaults to the bank's evaluated disciplines that have items
+    (:func:`bank.disciplines.sampled_disciplines`): the others get no quota.
     """
     seed = seed or new_seed()
+    if disciplines is None:
+        disciplines = await sampled_disciplines(session)
     strata = await _load_strata(session, org_id=org_id, seed=seed)
     supply = [s.supply for s in strata.values()]
     plan = plan_quotas(n, supply, disciplines=disciplines, tie_seed=seed)

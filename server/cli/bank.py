@@ -14,12 +14,15 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import AnchorSetChange, designate_anchor_set
+from bank.disciplines import DisciplineRow, UnknownDisciplines, list_disciplines, set_evaluated
 from bank.bundled_datasets import sample_path
 from bank.formats import FORMATS, detect_format, read_records
+from bank.formats.discipline_maps import load_discipline_map
 from bank.importer import ImportRefused, ImportReport, import_records
 from bank.records import RawRecord
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
+from bank.taxonomy import DisciplineMap, MapFileError
 from server.cli.unit_of_work import run_in_unit_of_work, stderr
 from server.errors import InvalidInput
 from server.orgs.service import get_org
@@ -28,9 +31,11 @@ app = typer.Typer(help="The private question bank.", no_args_is_help=True)
 SAMPLES = ("gaokao_bench", "mmlu_pro")
 
 
-def _records(paths: list[Path], fmt: str | None) -> Iterator[RawRecord]:
+def _records(
+    paths: list[Path], fmt: str | None, discipline_map: DisciplineMap | None
+) -> Iterator[RawRecord]:
     for path in paths:
-        yield from read_records(path, fmt)
+        yield from read_records(path, fmt, discipline_map)
 
 
 @app.command("import")
@@ -48,6 +53,20 @@ def import_command(
         list[str] | None, typer.Option(help=f"Import a shipped sample: {', '.join(SAMPLES)}.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    discipline_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--discipline-map",
+            help="CSV 'source,discipline': maps the source's categories onto the bank's "
+            "disciplines, over the format's shipped map.",
+        ),
+    ] = None,
+    add_disciplines: Annotated[
+        bool,
+        typer.Option(
+            "--add-disciplines", help="Add disciplines the bank does not know instead of refusing."
+        ),
+    ] = False,
 ) -> None:
     """Import items, all or nothing: one bad record and nothing is written."""
     targets = list(paths or []) + [sample_path(name) for name in _known_samples(sample or [])]
@@ -64,8 +83,13 @@ def import_command(
             except (ValueError, OSError) as error:
                 raise typer.BadParameter(str(error)) from None
 
+    mapping = _discipline_map(discipline_map)
+
     async def work(session: AsyncSession) -> ImportReport:
-        return await import_records(session, _records(targets, fmt), augment=augment)
+        records = _records(targets, fmt, mapping)
+        return await import_records(
+            session, records, augment=augment, add_disciplines=add_disciplines
+        )
 
     try:
         report = run_in_unit_of_work(work)
@@ -78,6 +102,16 @@ def import_command(
         stderr.print(f"import refused: {len(refused.errors)} bad record(s); nothing was imported")
         raise typer.Exit(1) from None
     _print_report(report, as_json)
+
+
+def _discipline_map(path: Path | None) -> DisciplineMap | None:
+    if path is None:
+        return None
+    try:
+        return load_discipline_map(path)
+    except (MapFileError, OSError) as error:
+        stderr.print(f"error: {error}; nothing was imported", markup=False)
+        raise typer.Exit(1) from None
 
 
 def _known_samples(names: list[str]) -> list[str]:
@@ -134,6 +168,40 @@ def _print_stats(stats: dict[str, Any]) -> None:
         for name, count in stats[title].items():
             table.add_row(name, str(count))
         console.print(table)
+
+
+@app.command("disciplines")
+def disciplines_command(
+    evaluated: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Make these (comma-separated or repeated) the evaluated disciplines.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the bank's disciplines, or set the evaluated ones.
+
+    Each with its key, display name, whether it is evaluated, and its active items.
+    Sessions split their quota evenly over the evaluated disciplines that have items."""
+    names = [n for value in evaluated or [] for n in value.split(",")]
+
+    async def work(session: AsyncSession) -> list[DisciplineRow]:
+        if evaluated is not None:
+            try:
+                await set_evaluated(session, names)
+            except UnknownDisciplines as error:
+                raise InvalidInput(str(error)) from None
+        return await list_disciplines(session)
+
+    rows = run_in_unit_of_work(work)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, ensure_ascii=False))
+        return
+    for row in rows:
+        mark = "evaluated" if row.evaluated else "-"
+        typer.echo(f"{row.key:<24} {row.display_name:<24} {mark:<9} {row.items:>8}")
 
 
 @app.command("anchor-set")

@@ -32,11 +32,11 @@ from tests.support.factories import make_org, mc_record, open_record, raw_record
 
 # discipline -> subdiscipline -> (multiple-choice families, open families)
 LAYOUT = {
-    "Alpha": {"S0": (3, 2)},
-    "Beta": {"S0": (6, 4), "S1": (6, 4)},
-    "Gamma": {"S0": (10, 10)},
+    "alpha": {"S0": (3, 2)},
+    "beta": {"S0": (6, 4), "S1": (6, 4)},
+    "gamma": {"S0": (10, 10)},
 }
-FAMILIES = {"Alpha": 5, "Beta": 20, "Gamma": 20}
+FAMILIES = {"alpha": 5, "beta": 20, "gamma": 20}
 TOTAL_FAMILIES = 45
 MC_FAMILY_SIZE = 6  # original, four true/false variants, fill-in
 
@@ -144,7 +144,9 @@ async def anchor_engine(
     url = await make_database_url(backend, request, Path(tmp_path_factory.mktemp("anchor")))
     engine = create_engine(url)
     async with unit_of_work(engine) as session:
-        await import_records(session, raw_records(bank_records()), augment=True)
+        await import_records(
+            session, raw_records(bank_records()), augment=True, add_disciplines=True
+        )
     yield engine
     await engine.dispose()
 
@@ -259,9 +261,9 @@ async def test_designation_moves_whole_never_served_families_spread_over_discipl
     one, two = await make_org(session), await make_org(session)
     # three Alpha families delivered to one organisation (through a variant where there is
     # one), five Beta families only reserved by an open session of another
-    exposed = families["Alpha"][:3] + families["Beta"][:5]
-    await expose_families(session, one.id, families["Alpha"][:3], variant=True)
-    await expose_families(session, two.id, families["Beta"][:5], delivered=False)
+    exposed = families["alpha"][:3] + families["beta"][:5]
+    await expose_families(session, one.id, families["alpha"][:3], variant=True)
+    await expose_families(session, two.id, families["beta"][:5], delivered=False)
     before = await n_active_by_stratum(session)
 
     change = await designate_anchor_set(session, size=20, seed="a1")
@@ -278,8 +280,8 @@ async def test_designation_moves_whole_never_served_families_spread_over_discipl
     assert change.items == sum(moved.values()) == sum(sum(statuses[f].values()) for f in chosen)
     # unexposed supply: Alpha 2, Beta 15, Gamma 20 -> water-filling of 20 gives 2, 9, 9
     disciplines = await discipline_of(session)
-    assert Counter(disciplines[f] for f in chosen) == {"Alpha": 2, "Beta": 9, "Gamma": 9}
-    assert change.by_discipline == {"Alpha": 2, "Beta": 9, "Gamma": 9}
+    assert Counter(disciplines[f] for f in chosen) == {"alpha": 2, "beta": 9, "gamma": 9}
+    assert change.by_discipline == {"alpha": 2, "beta": 9, "gamma": 9}
     after = await n_active_by_stratum(session)
     assert {s: before[s] - after[s] for s in before} == {s: moved[s] for s in before}
     active = await items_by_stratum(session, "active")
@@ -292,8 +294,8 @@ async def test_designation_with_a_full_supply_breaks_ties_in_discipline_order(
     change = await designate_anchor_set(session, size=7, seed="b2")
     disciplines = await discipline_of(session)
     chosen = await anchor_families(session)
-    assert Counter(disciplines[f] for f in chosen) == {"Alpha": 3, "Beta": 2, "Gamma": 2}
-    assert change.by_discipline == {"Alpha": 3, "Beta": 2, "Gamma": 2}
+    assert Counter(disciplines[f] for f in chosen) == {"alpha": 3, "beta": 2, "gamma": 2}
+    assert change.by_discipline == {"alpha": 3, "beta": 2, "gamma": 2}
 
 
 async def test_designation_refuses_more_families_than_were_never_served(
@@ -301,7 +303,7 @@ async def test_designation_refuses_more_families_than_were_never_served(
 ) -> None:
     families = await families_by_discipline(session)
     org = await make_org(session)
-    await expose_families(session, org.id, families["Gamma"][:8])
+    await expose_families(session, org.id, families["gamma"][:8])
     before = await n_active_by_stratum(session)
     with pytest.raises(ValueError, match=r"only 37 item families .* cannot withhold 38"):
         await designate_anchor_set(session, size=38, seed="c3")
@@ -312,9 +314,9 @@ async def test_designation_refuses_more_families_than_were_never_served(
     change = await designate_anchor_set(session, size=37, seed="c3")
     assert change.families == 37
     assert await anchor_families(session) == (
-        {f for fs in families.values() for f in fs} - set(families["Gamma"][:8])
+        {f for fs in families.values() for f in fs} - set(families["gamma"][:8])
     )
-    assert change.by_discipline == {"Alpha": 5, "Beta": 20, "Gamma": 12}
+    assert change.by_discipline == {"alpha": 5, "beta": 20, "gamma": 12}
 
 
 async def test_a_second_designation_adds_other_families(session: AsyncSession) -> None:
@@ -348,7 +350,7 @@ async def test_the_same_seed_designates_the_same_families(session: AsyncSession)
 async def test_ordinary_sampling_never_serves_the_anchor_set(session: AsyncSession) -> None:
     families = await families_by_discipline(session)
     exposed_org = await make_org(session)
-    await expose_families(session, exposed_org.id, families["Alpha"][:3])
+    await expose_families(session, exposed_org.id, families["alpha"][:3])
     await designate_anchor_set(session, size=20, seed="f7")
     anchors = await anchor_families(session)
 
@@ -364,7 +366,7 @@ async def test_ordinary_sampling_never_serves_the_anchor_set(session: AsyncSessi
     # the organisation served three Alpha families loses exactly those as well
     theirs = await draw_sample(session, org_id=exposed_org.id, n=TOTAL_FAMILIES, seed="4")
     assert len(theirs.items) == TOTAL_FAMILIES - 20 - 3
-    assert not {i.family_id for i in theirs.items} & (anchors | set(families["Alpha"][:3]))
+    assert not {i.family_id for i in theirs.items} & (anchors | set(families["alpha"][:3]))
 
     record, allocated = await allocate_sample(session, org_id=fresh.id, n=TOTAL_FAMILIES)
     stored = list(

@@ -225,7 +225,7 @@ async def test_retired_items_are_never_drawn_even_when_counters_lag(
     stratum = (
         await session.execute(
             select(Stratum).where(
-                Stratum.discipline == "D0",
+                Stratum.discipline == "d0",
                 Stratum.qtype == "short_answer",
                 Stratum.subdiscipline == "S0",
             )
@@ -239,7 +239,7 @@ async def test_retired_items_are_never_drawn_even_when_counters_lag(
         update(Item).where(Item.id.in_([i for i in ids if i not in keep])).values(status="retired")
     )
     for seed in ("1", "2", "3"):
-        sample = await draw_sample(session, org_id=org.id, n=400, seed=seed, disciplines=["D0"])
+        sample = await draw_sample(session, org_id=org.id, n=400, seed=seed, disciplines=["d0"])
         drawn = {
             i.id for i in sample.items if i.subdiscipline == "S0" and i.qtype == "short_answer"
         }

@@ -520,7 +520,7 @@ async def test_the_answer_key_reads_active_items_from_the_bank(
     url = f"sqlite+aiosqlite:///{db}"
     records = [
         {
-            "discipline": "Mathematics",
+            "discipline": "Science",
             "subdiscipline": "Algebra",
             "qtype": "multiple_choice",
             "question": f"What is {i} + {i + 2}? Choose one option for item {i}.",

@@ -19,7 +19,7 @@ from server.orgs.service import create_org
 def mc_record(index: int, **overrides: Any) -> dict[str, Any]:
     """A valid canonical multiple-choice record, distinct for every ``index``."""
     record: dict[str, Any] = {
-        "discipline": "Mathematics",
+        "discipline": "Science",
         "subdiscipline": "Algebra",
         "qtype": "multiple_choice",
         "question": f"Question {index}: what is {index} + {index * 7 + 3}?",
@@ -85,9 +85,11 @@ async def make_bank(
                     tag = f"{d}-{t}-{s}-{i}"
                     base = mc_record(i) if t == "multiple_choice" else open_record(i, qtype=t)
                     base.update(
-                        discipline=f"D{d}",
+                        discipline=f"d{d}",
                         subdiscipline=f"S{s}",
                         question=f"[{tag}] unique question {uuid.uuid4().hex}",
                     )
                     records.append(base)
-    return await import_records(session, raw_records(records), augment=augment)
+    return await import_records(
+        session, raw_records(records), augment=augment, add_disciplines=True
+    )

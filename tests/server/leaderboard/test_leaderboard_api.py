@@ -286,10 +286,10 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
 
     # both models get every D0 item wrong; "a" gets the rest right, "b" half of the rest
     def right_a(item: Item) -> bool:
-        return item.discipline != "D0"
+        return item.discipline != "d0"
 
     def right_b(item: Item) -> bool:
-        return item.discipline != "D0" and item.subdiscipline == "S0"
+        return item.discipline != "d0" and item.subdiscipline == "S0"
 
     async with running_api(settings_for(db_url, llm)) as (_, client):
         for org, right in ((world.a, right_a), (world.b, right_b)):
@@ -318,7 +318,7 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
     for response in answers:
         assert response.status_code == 200, response.text
         board = response.json()
-        assert {d for row in board["models"] for d in row["disciplines"]} == {"D0", "D1", "D2"}
+        assert {d for row in board["models"] for d in row["disciplines"]} == {"d0", "d1", "d2"}
         found = board["diagnostics"]
         assert sorted(found["models"]) == ["model-org-a", "model-org-b"]
         assert found["capability_inconsistency"] is None

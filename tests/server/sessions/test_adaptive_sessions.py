@@ -161,7 +161,7 @@ async def test_adaptive_session_stops_when_precise_and_returns_the_rest_of_its_p
     db_url, world = big_world
     assert world.a.model_id is not None
     async with running_api(settings_for(db_url, llm)) as (_, client):
-        rates = {"D0": True, "D1": True, "D2": False}
+        rates = {"d0": True, "d1": True, "d2": False}
         run = await run_session(
             client,
             keys=world.a.keys,
@@ -245,8 +245,8 @@ async def test_neyman_irt_learns_item_parameters_from_other_models_only(
         )
         assert second.status_code == 201, second.text
         for model_id, correct in (
-            (world.b.model_id, lambda item: item.discipline != "D2"),
-            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "D0"),
+            (world.b.model_id, lambda item: item.discipline != "d2"),
+            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "d0"),
         ):
             await run_session(
                 client,
@@ -262,7 +262,7 @@ async def test_neyman_irt_learns_item_parameters_from_other_models_only(
             keys=world.a.keys,
             model_id=world.a.model_id,
             n_items=150,
-            correct=lambda item: item.discipline != "D1",
+            correct=lambda item: item.discipline != "d1",
             db_url=db_url,
             adaptive={"policy": "neyman-irt", "bound": "normal", "target_halfwidth": 15},
         )

@@ -48,7 +48,7 @@ def bank_records() -> list[dict[str, Any]]:
                 for i in range(PER_CELL):
                     tag = f"D{d}-{qtype}-S{s}-{i}"
                     record: dict[str, Any] = {
-                        "discipline": f"D{d}",
+                        "discipline": f"d{d}",
                         "subdiscipline": f"S{s}",
                         "qtype": qtype,
                         "question": f"[{tag}] Consider case {uuid.uuid4().hex}: what holds?",
@@ -70,7 +70,9 @@ async def seed(db_url: str) -> tuple[str, uuid.UUID]:
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
-            report = await import_records(db, raw_records(bank_records()), augment=True)
+            report = await import_records(
+                db, raw_records(bank_records()), augment=True, add_disciplines=True
+            )
             assert report.originals_added == DISCIPLINES * len(QTYPES) * SUBDISCIPLINES * PER_CELL
         async with unit_of_work(engine) as db:
             org = await make_org(db, "no-leak")
