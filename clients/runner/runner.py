@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from clients.llm.chat import ChatClient, ChatError
 from clients.runner.adapters import (
@@ -35,6 +35,7 @@ from clients.runner.adapters import (
 from clients.runner.prompts import Paradigm, PromptItem, render
 from clients.runner.transcript import Transcript, read_state
 from clients.sdk import (
+    AdaptiveOptions,
     AsyncProctorClient,
     Item,
     ProctorError,
@@ -60,8 +61,8 @@ class RunConfig:
     n_items: int | None = None
     mode: SessionMode = SessionMode.FIXED
     """``fixed`` or ``adaptive`` (the server picks the items and may stop early)."""
-    adaptive: dict[str, Any] | None = None
-    """Options of adaptive sessions (``policy``, ``bound``, ``target_halfwidth``, ``delta``)."""
+    adaptive: AdaptiveOptions | None = None
+    """Options of adaptive sessions (policy, bound, target half-width, error probability)."""
     max_tokens: int | None = None
     template: TemplateName | None = None
     """Send raw prompts in this chat template to ``/completions`` instead of chat

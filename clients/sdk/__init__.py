@@ -43,6 +43,7 @@ from clients.sdk.errors import (
 from clients.sdk.types import (
     Accepted,
     AdaptiveBound,
+    AdaptiveOptions,
     AdaptivePolicy,
     AdaptiveSummary,
     Item,
@@ -63,6 +64,7 @@ __all__ = [
     "APITimeoutError",
     "Accepted",
     "AdaptiveBound",
+    "AdaptiveOptions",
     "AdaptivePolicy",
     "AdaptiveSummary",
     "AlreadyAnsweredError",

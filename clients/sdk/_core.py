@@ -48,7 +48,15 @@ from clients.sdk.errors import (
     error_from_response,
 )
 from clients.sdk.retry_wait import exponential_delay
-from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, Usage
+from clients.sdk.types import (
+    Accepted,
+    AdaptiveOptions,
+    Item,
+    Model,
+    ScoringProgress,
+    Session,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -64,6 +72,8 @@ a token another thread or task renewed meanwhile (the refused one was revoked by
 
 IdLike = str | uuid.UUID
 """A session or model id: a string or a UUID."""
+AdaptiveChoice = AdaptiveOptions | dict[str, Any]
+"""The options of an adaptive session: typed, or as the JSON object of the API."""
 
 
 class Policy(enum.Enum):
@@ -334,13 +344,17 @@ def get_model(model_id: IdLike) -> Call[Model]:
 
 
 def create_session(
-    *, model_id: IdLike, n_items: int | None, mode: str, adaptive: dict[str, Any] | None = None
+    *,
+    model_id: IdLike,
+    n_items: int | None,
+    mode: str,
+    adaptive: AdaptiveChoice | None = None,
 ) -> Call[Session]:
     body: dict[str, Any] = {"model_id": str(model_id), "mode": mode}
     if n_items is not None:
         body["n_items"] = n_items
     if adaptive is not None:
-        body["adaptive"] = adaptive
+        body["adaptive"] = adaptive.to_json() if isinstance(adaptive, AdaptiveOptions) else adaptive
     return Call(
         "POST",
         "/v1/sessions",

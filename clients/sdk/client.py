@@ -12,7 +12,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from clients.sdk import _core
-from clients.sdk._core import IdLike
+from clients.sdk._core import AdaptiveChoice, IdLike
 from clients.sdk.errors import AuthenticationError, ProctorError
 from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, SessionMode, Usage
 
@@ -184,13 +184,13 @@ class ProctorClient:
         model_id: IdLike,
         n_items: int | None = None,
         mode: SessionMode = SessionMode.FIXED,
-        adaptive: dict[str, Any] | None = None,
+        adaptive: AdaptiveChoice | None = None,
     ) -> Session:
         """Open a session (a fresh sample of unseen items). ``mode="adaptive"`` lets the
         server choose items and stop early (``n_items`` is then the budget; ``adaptive``:
-        ``policy``, ``bound``, ``target_halfwidth``, ``delta``). Not retried once the
-        request may have reached the server: after an ``APIConnectionError``, look at
-        ``list_sessions()`` before opening another."""
+        :class:`~clients.sdk.types.AdaptiveOptions`, or the same as a dict). Not retried
+        once the request may have reached the server: after an ``APIConnectionError``, look
+        at ``list_sessions()`` before opening another."""
         call = _core.create_session(
             model_id=model_id, n_items=n_items, mode=mode, adaptive=adaptive
         )

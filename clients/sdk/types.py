@@ -25,6 +25,7 @@ __all__ = [
     "OPEN_STATES",
     "Accepted",
     "AdaptiveBound",
+    "AdaptiveOptions",
     "AdaptivePolicy",
     "AdaptiveSummary",
     "Item",
@@ -204,6 +205,23 @@ class Session:
         adaptive = fields.get("adaptive")
         fields["adaptive"] = None if adaptive is None else AdaptiveSummary.from_json(adaptive)
         return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveOptions:
+    """What an ``adaptive`` session may choose; None leaves it to the server's default."""
+
+    policy: AdaptivePolicy | None = None
+    bound: AdaptiveBound | None = None
+    target_halfwidth: float | None = None
+    """Half-width (score points, 0-100) at which the session stops."""
+    delta: float | None = None
+    """Error probability of the interval, over every check of the stopping rule."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f.name: v for f in dataclasses.fields(self) if (v := getattr(self, f.name)) is not None
+        }
 
 
 @dataclass(frozen=True, slots=True)
