@@ -121,9 +121,11 @@ class Settings(BaseSettings):
 
     # --- authentication (see server/auth/tokens.py) ---
     jwt_secret: SecretStr | None = None
-    """HS256 signing secret, at least 32 bytes (``PROCTOR_JWT_SECRET``). Unset on the embedded
-    default: a random one is generated into ``<data_dir>/jwt-secret``; unset with PostgreSQL:
-    the server refuses to start."""
+    """HS256 signing secret, at least 32 bytes (``PROCTOR_JWT_SECRET``); a known placeholder
+    (``secret``, ``change-me``, ...), a shorter one or one of fewer than 8 distinct
+    characters is refused by the server and every command. Unset on the embedded default: a
+    random one is generated into ``<data_dir>/jwt-secret``; unset with PostgreSQL: the server
+    refuses to start."""
     jwt_algorithm: str = "HS256"
     """The one algorithm tokens are signed and verified with: HS256, or an asymmetric
     RS256 / ES256 / EdDSA with the two key files below (never mixed)."""
