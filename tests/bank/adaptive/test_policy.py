@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from bank.adaptive.bounds import Bound, hoeffding_serfling
+from bank.adaptive.bounds import Bound, serfling_rho
 from bank.adaptive.irt import ItemParameters
 from bank.adaptive.policy import (
     AdaptiveConfig,
@@ -192,14 +192,15 @@ def test_decisions_come_only_at_check_points_or_at_the_end(policy: Policy) -> No
 
 def test_halfwidth_at_each_check_spends_delta_over_the_number_of_checks() -> None:
     """``uniform`` is one stratum, so its HS half-width at n scored items is
-    hoeffding_serfling(n, N, delta / K) with K = budget // check_every + 1 (the final
-    interval)."""
+    B&M corollary 2.5, ``sqrt(rho_n ln(2 / delta') / (2n))``, at ``delta' = delta / K`` with
+    K = budget // check_every + 1 (the final interval)."""
     population: dict[Hashable, FloatArray] = {"all": np.repeat([0.0, 1.0], 250)}
     config = AdaptiveConfig(policy=Policy.UNIFORM, budget=200, check_every=20, delta=0.1)
     _, decisions = _run(config, population)
     assert [n for n, _ in decisions] == list(range(20, 201, 20))
     for n, d in decisions:
-        assert d.halfwidth == pytest.approx(hoeffding_serfling(n, 500, 0.1 / 11))
+        expected = math.sqrt(serfling_rho(n, 500) * math.log(2 / (0.1 / 11)) / (2 * n))
+        assert d.halfwidth == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("budget", [25, 30, 103])
