@@ -26,14 +26,19 @@ OwnedRow = TypeVar("OwnedRow", bound=OrgOwned)
 
 
 async def get_visible(
-    session: AsyncSession, kind: type[OwnedRow], row_id: uuid.UUID, *, principal: Principal
-) -> OwnedRow | None:
-    """Row ``row_id`` of ``kind`` if ``principal`` may see its organisation's data; None
-    if it does not exist or may not be seen (callers say "not found" either way, so a
-    row of another organisation is not revealed)."""
+    session: AsyncSession,
+    kind: type[OwnedRow],
+    row_id: uuid.UUID,
+    *,
+    principal: Principal,
+    noun: str,
+) -> OwnedRow:
+    """Row ``row_id`` of ``kind`` if ``principal`` may see its organisation's data;
+    ``NotFound`` ("no NOUN ID") if it does not exist or may not be seen, the same either
+    way, so a row of another organisation is not revealed."""
     row = await session.get(kind, row_id)
     if row is None or not principal.sees_org(row.org_id):
-        return None
+        raise NotFound(f"no {noun} {row_id}")
     return row
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.auth.permissions import Permission, Principal
-from server.errors import Conflict, Forbidden, NotFound
+from server.errors import Conflict, Forbidden
 from server.orgs.service import get_org, get_visible
 from server.registry.models import RegisteredModel
 from server.registry.schemas import ModelCreate
@@ -47,9 +47,7 @@ async def get_model(
     db: AsyncSession, *, principal: Principal, model_id: uuid.UUID
 ) -> RegisteredModel:
     """The model if ``principal`` may see it, else ``NotFound``."""
-    if (model := await get_visible(db, RegisteredModel, model_id, principal=principal)) is None:
-        raise NotFound(f"no model {model_id}")
-    return model
+    return await get_visible(db, RegisteredModel, model_id, principal=principal, noun="model")
 
 
 async def list_models(db: AsyncSession, *, principal: Principal) -> list[RegisteredModel]:

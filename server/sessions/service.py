@@ -31,7 +31,6 @@ from server.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
-    NotFound,
     NotPending,
     QuotaExhausted,
     SessionClosed,
@@ -184,9 +183,7 @@ async def get_session(
     db: AsyncSession, *, principal: Principal, session_id: uuid.UUID
 ) -> EvalSession:
     """The session if ``principal`` may see it; otherwise ``NotFound`` (revealing nothing)."""
-    if (record := await get_visible(db, EvalSession, session_id, principal=principal)) is None:
-        raise NotFound(f"no session {session_id}")
-    return record
+    return await get_visible(db, EvalSession, session_id, principal=principal, noun="session")
 
 
 def session_counts(record: EvalSession) -> dict[str, int]:
