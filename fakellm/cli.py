@@ -13,10 +13,7 @@ from fakellm.answer_key import AnswerKey, AnswerKeyError
 from fakellm.app import ServerConfig, create_app
 from fakellm.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
 
-fake_llm_app = typer.Typer(
-    help="A stand-in LLM provider speaking the OpenAI chat-completions protocol.",
-    no_args_is_help=True,
-)
+fake_llm_app = typer.Typer(help="A stand-in OpenAI-compatible LLM provider.", no_args_is_help=True)
 
 
 @fake_llm_app.callback()
@@ -83,7 +80,10 @@ def serve(
         typer.Option(help="Require 'Authorization: Bearer KEY' on /v1/* (401 otherwise)."),
     ] = None,
 ) -> None:
-    """Serve POST /v1/chat/completions, GET /v1/models and GET /stats until interrupted."""
+    """Serve the OpenAI-compatible API until interrupted.
+
+    POST /v1/chat/completions, GET /v1/models and GET /stats (counters of chat
+    requests)."""
     try:
         served = load_profiles(profiles) if profiles is not None else dict(BUILTIN_PROFILES)
         key = AnswerKey.load(answer_key) if answer_key is not None else None

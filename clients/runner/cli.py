@@ -9,49 +9,16 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.runner.adapters import ADAPTERS, TEMPLATES, TemplateName, get_adapter
+from clients.runner.progress import SessionBars, item_progress
 from clients.runner.prompts import PARADIGMS, Paradigm
-from clients.runner.runner import RunConfig, Runner, SessionOutcome, summary_json
+from clients.runner.runner import RunConfig, Runner, summary_json
 from clients.runner.transcript import Transcript
-from clients.sdk import AsyncProctorClient
+from clients.sdk import AdaptiveOptions, AsyncProctorClient, SessionMode
 
 stderr = Console(stderr=True, highlight=False)
-
-
-class ProgressListener:
-    """One Rich progress bar per session."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.tasks: dict[str, TaskID] = {}
-
-    def session_started(self, session_id: str, total: int, done: int, resumed: bool) -> None:
-        label = f"{'resumed ' if resumed else ''}session {session_id[:8]}"
-        self.tasks[session_id] = self.progress.add_task(label, total=total, completed=done)
-
-    def item_answered(self, session_id: str, position: int) -> None:
-        self.progress.update(self.tasks[session_id], completed=position + 1)
-
-    def session_ended(self, outcome: SessionOutcome) -> None:
-        task = self.tasks.get(outcome.session_id)
-        if task is not None and outcome.error:
-            self.progress.update(task, description=f"session {outcome.session_id[:8]} FAILED")
-
-    def waiting(self, session_id: str, reason: str) -> None:
-        task = self.tasks.get(session_id)
-        if task is not None:
-            self.progress.update(task, description=f"session {session_id[:8]} waiting: {reason}")
 
 
 def run_command(
@@ -120,10 +87,11 @@ def run_command(
     ] = None,
     read_timeout_s: Annotated[float, typer.Option("--read-timeout", min=1.0)] = 600.0,
 ) -> None:
-    """Run a model through sessions: each item goes to the model, each answer to Proctor.
+    """Drive a model endpoint through Proctor sessions.
 
-    Resumes after a crash: sessions this transcript opened, and open sessions of the model,
-    are driven on from where the server says they stand."""
+    Each item goes to the model, each answer to Proctor. Resumes after a crash: sessions
+    this transcript opened, and open sessions of the model, are driven on from where the
+    server says they stand."""
     if paradigm not in PARADIGMS:
         raise typer.BadParameter(f"--paradigm must be one of {', '.join(PARADIGMS)}")
     if template is not None and template not in TEMPLATES:
@@ -144,8 +112,8 @@ def run_command(
         adapter=chosen,
         system_prompt=system_prompt,
         n_items=n_items,
-        mode=mode,
-        adaptive={"target_halfwidth": target_halfwidth} if target_halfwidth else None,
+        mode=SessionMode(mode),
+        adaptive=AdaptiveOptions(target_halfwidth=target_halfwidth) if target_halfwidth else None,
         max_tokens=max_tokens,
         template=_template(template),
     )
@@ -176,19 +144,12 @@ def _template(name: str | None) -> TemplateName | None:
 async def _run(
     server: str, api_key: str, chat: ChatEndpoint, config: RunConfig, path: Path
 ) -> dict[str, object]:
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
     async with (
         AsyncProctorClient(server, api_key) as client,
         ChatClient(chat, concurrency=config.concurrency) as model,
     ):
-        with Transcript(path) as transcript, Progress(*columns, console=stderr) as progress:
-            runner = Runner(client, model, config, transcript, ProgressListener(progress))
+        with Transcript(path) as transcript, item_progress(stderr) as progress:
+            runner = Runner(client, model, config, transcript, SessionBars(progress))
             summary = await runner.run()
     result = summary_json(summary)
     result["transcript"] = str(path)

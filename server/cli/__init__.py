@@ -1,1 +1,2 @@
-"""The ``proctor`` command: one module per command group; ``main`` assembles them."""
+"""The ``proctor`` command: one module per command group, each exposing ``register(root)``
+(:mod:`server.cli.groups`); ``main`` assembles them."""

@@ -1,17 +1,18 @@
 """``proctor analyze TABLE``: relative scores and capability diagnostics of any score table.
 
-Reads a CSV/TSV score table (:mod:`judge.ranking.score_table`) and reports, per issue 5:
+Reads a CSV/TSV score table (:mod:`judge.ranking.score_table`) and reports:
 
-* ``relative``: ``R = overall / overall(anchor) * 100`` (papers/004 eq. 2), where a
-  model's overall score is its absolute-score column (``S_abs``, ``absolute`` or
-  ``overall``) if the table has one, else the mean of its dimension scores; the anchor is
-  ``--anchor`` or the top model;
+* ``relative``: ``R = overall / overall(anchor) * 100`` (LLMEval-Fair, Zhang et al., the
+  relative score), where a model's overall score is its absolute-score column (``S_abs``,
+  ``absolute`` or ``overall``) if the table has one, else the mean of its dimension scores;
+  the anchor is ``--anchor`` or the top model;
 * ``anisotropy_index``: 1 minus the mean Pearson correlation, across models, over all
-  unique pairs of dimension columns (papers/003 eq. 3);
+  unique pairs of dimension columns (ReLE: A Scalable System and Structured Benchmark for
+  Diagnosing Capability Anisotropy in Chinese LLMs, the anisotropy index);
 * ``rsa``: Rank Stability Amplitude per model over the ``--schemes`` weighting schemes, or
   ReLE's three schemes when the dimensions are the ten LLMEval-Fair disciplines
-  (papers/003 §6.1; :data:`judge.ranking.diagnostics.RELE_SCHEMES`);
-* ``capability_inconsistency``: per model (papers/003 eq. 5; see
+  (:data:`judge.ranking.diagnostics.RELE_SCHEMES`);
+* ``capability_inconsistency``: per model (ReLE; see
   :func:`judge.ranking.diagnostics.capability_inconsistency`).
 
 Input problems are printed as ``error: file:line: column: what`` and exit with status 1.
@@ -20,44 +21,35 @@ Input problems are printed as ``error: file:line: column: what`` and exit with s
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
+from judge.numbers import format_number, json_float
 from judge.ranking.diagnostics import (
     LLMEVAL_FAIR_DISCIPLINES,
     RELE_SCHEMES,
     AnisotropyResult,
     CapabilityInconsistency,
     RankStability,
-    SchemeError,
     anisotropy_index,
     capability_inconsistency,
     competition_ranks,
-    json_float,
     rank_stability_amplitude,
-    validate_schemes,
 )
 from judge.ranking.score_table import NO_ABSOLUTE, ScoreTable, TableInputError, parse_score_table
 from judge.ranking.scores import RelativeScores, relative_scores
-from server.cli.unit_of_work import stderr
-
-stdout = Console(highlight=False, soft_wrap=True)
+from server.cli.groups import command_registrar
+from server.cli.options import JsonFlag
+from server.cli.output import CommandInputError, exit_on_input_error, stdout
+from server.cli.schemes import read_schemes
 
 RELE = "rele"
 """``schemes_source`` when ReLE's schemes were used."""
-
-
-class _AnalyzeError(Exception):
-    """A problem to print as ``error: ...`` (one line each) before exiting with 1."""
-
-    def __init__(self, *lines: str) -> None:
-        self.lines = lines
-        super().__init__("\n".join(lines))
 
 
 def analyze_command(
@@ -82,7 +74,7 @@ def analyze_command(
             "disciplines, else no RSA.",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
     dimensions: Annotated[
         str | None,
         typer.Option(
@@ -107,41 +99,37 @@ def analyze_command(
         ),
     ] = None,
 ) -> None:
-    """Relative scores, anisotropy index, RSA and capability inconsistency of a score table
-    (papers/004 eq. 2; papers/003 §3.5, §5-6)."""
-    try:
+    """Relative scores and diagnostics of a score table.
+
+    Relative scores R (anchor = 100), the anisotropy index, the Rank Stability Amplitude
+    over weighting schemes and each model's capability inconsistency."""
+    with exit_on_input_error():
         report = _analyze(table, anchor, schemes, dimensions, model_column, absolute)
-    except _AnalyzeError as error:
-        for line in error.lines:
-            stderr.print(Text.assemble(("error:", "red"), " ", line))
-        raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, allow_nan=False))
     else:
         report.render(stdout)
 
 
+register = command_registrar(
+    "analyze", analyze_command, "proctor analyze scores.csv --anchor GPT-4o --json"
+)
+
+
+@dataclass
 class _Report:
-    def __init__(
-        self,
-        path: Path,
-        table: ScoreTable,
-        relative: RelativeScores,
-        anisotropy: AnisotropyResult,
-        schemes: dict[str, dict[str, float]] | None,
-        schemes_source: str | None,
-        rsa: dict[str, RankStability] | None,
-        inconsistency: CapabilityInconsistency,
-    ) -> None:
-        self.path = path
-        self.table = table
-        self.overall = table.overall()
-        self.relative = relative
-        self.anisotropy = anisotropy
-        self.schemes = schemes
-        self.schemes_source = schemes_source
-        self.rsa = rsa
-        self.inconsistency = inconsistency
+    path: Path
+    table: ScoreTable
+    relative: RelativeScores
+    anisotropy: AnisotropyResult
+    schemes: dict[str, dict[str, float]] | None
+    schemes_source: str | None
+    rsa: dict[str, RankStability] | None
+    inconsistency: CapabilityInconsistency
+    overall: dict[str, float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.overall = self.table.overall()
 
     def to_json(self) -> dict[str, Any]:
         matrix = self.table.matrix
@@ -191,7 +179,8 @@ class _Report:
         a = self.anisotropy
         skipped = f", {len(a.undefined_pairs)} undefined (constant column)"
         console.print(
-            f"anisotropy index {_fmt(a.index, 4)}: mean Pearson r {_fmt(a.mean_correlation, 4)}"
+            f"anisotropy index {format_number(a.index, 4)}: "
+            f"mean Pearson r {format_number(a.mean_correlation, 4)}"
             f" over {a.n_pairs} dimension pairs{skipped if a.undefined_pairs else ''}",
             markup=False,
         )
@@ -259,10 +248,6 @@ def _mean(values: list[int]) -> float:
     return sum(values) / len(values)
 
 
-def _fmt(value: float, digits: int) -> str:
-    return "n/a" if value != value else f"{value:.{digits}f}"
-
-
 def _analyze(
     path: Path,
     anchor: str | None,
@@ -277,20 +262,20 @@ def _analyze(
     table = _read_table(path, dims, model_column, absolute)
     matrix = table.matrix
     if len(matrix.models) < 2 or len(matrix.dimensions) < 2:
-        raise _AnalyzeError(
+        raise CommandInputError(
             f"{path}: needs at least two models and two dimension columns, found "
             f"{len(matrix.models)} models and {len(matrix.dimensions)} dimensions"
         )
     overall = table.overall()
     if anchor is not None and anchor not in overall:
-        raise _AnalyzeError(
+        raise CommandInputError(
             f"--anchor: model {anchor!r} is not in {path} ({len(overall)} models, column "
             f"{table.model_column!r})"
         )
     try:
         relative = relative_scores(overall, anchor)
     except ValueError as error:
-        raise _AnalyzeError(f"--anchor: {error}") from None
+        raise CommandInputError(f"--anchor: {error}") from None
     schemes, source = _schemes(schemes_path, matrix.dimensions)
     rsa = None if schemes is None else rank_stability_amplitude(matrix, schemes)
     return _Report(
@@ -311,12 +296,12 @@ def _read_table(
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise _AnalyzeError(f"{path}: {error.strerror or error}") from None
+        raise CommandInputError(f"{path}: {error.strerror or error}") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise _AnalyzeError(f"{path}:{line}: file: not valid UTF-8") from None
+        raise CommandInputError(f"{path}:{line}: file: not valid UTF-8") from None
     if absolute is not None and absolute.casefold() == "none":
         absolute = NO_ABSOLUTE
     try:
@@ -331,7 +316,7 @@ def _read_table(
         lines = [str(problem) for problem in error.errors]
         if dims is None and any("number" in p.message for p in error.errors):
             lines.append("(--dimensions a,b,c names the dimension columns; others are ignored)")
-        raise _AnalyzeError(*lines) from None
+        raise CommandInputError(*lines) from None
 
 
 def _schemes(
@@ -341,22 +326,11 @@ def _schemes(
         if set(dimensions) == set(LLMEVAL_FAIR_DISCIPLINES):
             return {name: dict(weights) for name, weights in RELE_SCHEMES.items()}, RELE
         return None, None
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as error:
-        raise _AnalyzeError(f"--schemes: {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise _AnalyzeError(f"--schemes: {path}: not valid UTF-8") from None
-    except json.JSONDecodeError as error:
-        raise _AnalyzeError(f"{path}:{error.lineno}: json: {error.msg}") from None
-    try:
-        return validate_schemes(raw, dimensions), str(path)
-    except SchemeError as error:
-        raise _AnalyzeError(*(f"{path}: {problem}" for problem in error.problems)) from None
+    return read_schemes(path, dimensions), str(path)
 
 
 def _inconsistency(path: Path, table: ScoreTable) -> CapabilityInconsistency:
     try:
         return capability_inconsistency(table.matrix)
     except ValueError as error:
-        raise _AnalyzeError(f"{path}: capability inconsistency: {error}") from None
+        raise CommandInputError(f"{path}: capability inconsistency: {error}") from None

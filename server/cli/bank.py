@@ -14,8 +14,8 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import AnchorSetChange, designate_anchor_set
-from bank.disciplines import DisciplineRow, UnknownDisciplines, list_disciplines, set_evaluated
 from bank.bundled_datasets import sample_path
+from bank.disciplines import DisciplineRow, UnknownDisciplines, list_disciplines, set_evaluated
 from bank.formats import FORMATS, detect_format, read_records
 from bank.formats.discipline_maps import load_discipline_map
 from bank.importer import ImportRefused, ImportReport, import_records
@@ -23,11 +23,17 @@ from bank.records import RawRecord
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
 from bank.taxonomy import DisciplineMap, MapFileError
-from server.cli.unit_of_work import run_in_unit_of_work, stderr
+from server.cli.groups import group, group_registrar
+from server.cli.options import JsonFlag
+from server.cli.output import stderr
+from server.cli.unit_of_work import run_in_unit_of_work
 from server.errors import InvalidInput
 from server.orgs.service import get_org
 
-app = typer.Typer(help="The private question bank.", no_args_is_help=True)
+app = group(
+    "bank", "The private question bank.", "proctor bank import --format mmlu_pro data.jsonl"
+)
+register = group_registrar(app)
 SAMPLES = ("gaokao_bench", "mmlu_pro")
 
 
@@ -68,7 +74,9 @@ def import_command(
         ),
     ] = False,
 ) -> None:
-    """Import items, all or nothing: one bad record and nothing is written."""
+    """Import items, all or nothing.
+
+    One bad record and nothing is written."""
     targets = list(paths or []) + [sample_path(name) for name in _known_samples(sample or [])]
     if not targets:
         raise typer.BadParameter("give at least one PATH or --sample NAME")
@@ -142,9 +150,11 @@ def _print_report(report: ImportReport, as_json: bool) -> None:
 
 @app.command("stats")
 def stats_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Items, families, originals vs augmented, counts by discipline, type, sub-discipline."""
+    """Count items by discipline, type and sub-discipline.
+
+    Also items, families, and originals against augmented variants."""
     stats = run_in_unit_of_work(bank_stats)
     if as_json:
         typer.echo(json.dumps(stats, indent=2, ensure_ascii=False))
@@ -179,7 +189,7 @@ def disciplines_command(
             help="Make these (comma-separated or repeated) the evaluated disciplines.",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """List the bank's disciplines, or set the evaluated ones.
 
@@ -210,10 +220,12 @@ def anchor_set_command(
     seed: Annotated[
         str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Withhold SIZE item families that were never served to anyone as the private anchor
-    set: ordinary sessions never draw them again; anchor-set sessions (mode "anchor") serve
+    """Withhold never-served item families as the anchor set.
+
+    SIZE item families that were never served to anyone become the private anchor set:
+    ordinary sessions never draw them again; anchor-set sessions (mode "anchor") serve
     them to measure each model's generalisation gap. Spread evenly over disciplines."""
     if seed is not None:
         seed = _normal_seed(seed)
@@ -240,9 +252,11 @@ def sample_command(
     seed: Annotated[
         str | None, typer.Option(help="Hex seed; default: fresh from the CSPRNG.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Dry run: draw a sample as a session would, and record nothing."""
+    """Dry run: draw a sample as a session would.
+
+    Nothing is recorded."""
     if seed is not None:
         seed = _normal_seed(seed)
 

@@ -1,4 +1,8 @@
-"""``proctor judge ...``: score a session now, run a scoring worker, measure judge agreement."""
+"""``proctor judge ...``: score a session now, run a scoring worker, measure judge agreement.
+
+Agreement follows LLMEval-Fair (Zhang et al.): Cohen's kappa of each rater against human
+labels, agreement per model, cross-rater ranking correlation and a family-bias test.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -24,7 +27,10 @@ from judge.agreement import (
     render_tables,
 )
 from judge.prompts import PROMPT_VERSION
-from server.cli.unit_of_work import run_in_unit_of_work, stderr
+from server.cli.groups import group, group_registrar
+from server.cli.options import JsonFlag, JudgeName
+from server.cli.output import fail, stderr, stdout
+from server.cli.unit_of_work import run_in_unit_of_work
 from server.config import Settings, get_settings
 from server.database import create_engine, unit_of_work, upgrade
 from server.scoring import service
@@ -34,30 +40,31 @@ from server.scoring.process import run_worker_process
 from server.scoring.worker import ScoringWorker
 from server.sessions.models import EvalSession
 
-app = typer.Typer(help="Scoring: the judge, its workers and its calibration.", no_args_is_help=True)
-stdout = Console(highlight=False, soft_wrap=True)
+app = group(
+    "judge",
+    "Scoring: the judge, its workers and its calibration.",
+    "proctor judge run --session SESSION_ID",
+)
+register = group_registrar(app)
 
 
 @app.command("run")
 def run_command(
     session: Annotated[str, typer.Option("--session", help="Session id.")],
-    judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge name (default: the default judge).")
-    ] = None,
+    judge: JudgeName = None,
     review_again: Annotated[
         bool, typer.Option("--review-again", help="Re-score answers left needing review.")
     ] = False,
 ) -> None:
-    """Score (or re-score) every answer of a session now, with a progress bar.
+    """Score (or re-score) every answer of a session now.
 
-    Answers already scored by this judge and prompt version keep their verdict; a new
-    judge or prompt version scores them all again.
+    A progress bar shows the answers scored. Answers already scored by this judge and
+    prompt version keep their verdict; a new judge or prompt version scores them all again.
     """
     try:
         session_id = uuid.UUID(session)
     except ValueError:
-        stderr.print(f"[red]error:[/red] --session: {session!r} is not a session id (a UUID)")
-        raise typer.Exit(2) from None
+        fail(f"--session: {session!r} is not a session id (a UUID)", code=2)
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -142,7 +149,9 @@ async def _drain_with_progress(
 
 @app.command("worker")
 def worker_command() -> None:
-    """Run a scoring worker until interrupted (PostgreSQL for work, Redis for wake-ups)."""
+    """Run a scoring worker until interrupted.
+
+    It takes its work from PostgreSQL and is woken by Redis."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -161,7 +170,7 @@ def agreement_command(
     reference: Annotated[
         str, typer.Option("--reference", help="The reference rater (human labels).")
     ] = "human",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
     family: Annotated[
         list[str] | None,
         typer.Option("--family", help="RATER=FAMILY, for the family-bias test (repeatable)."),
@@ -171,19 +180,18 @@ def agreement_command(
         typer.Option("--store", help="Store each rater's figures as its calibration."),
     ] = False,
 ) -> None:
-    """Agreement of each rater with the reference: Cohen's kappa (plain and quadratic),
-    exact and within-one agreement, per model; cross-rater ranking correlation; family
-    bias (papers/004 §3.4, app. F.2, L)."""
+    """Agreement of each rater with the reference rater.
+
+    Cohen's kappa (plain and quadratic), exact and within-one agreement, per model;
+    cross-rater ranking correlation; family bias."""
     families = _families(family or [])
     try:
         ratings = read_ratings_csv(file, reference=reference)
         report = agreement_report(ratings, reference=reference, families=families)
     except AgreementInputError as error:
-        stderr.print(f"[red]error:[/red] {error}")
-        raise typer.Exit(1) from None
+        fail(str(error))
     except OSError as error:
-        stderr.print(f"[red]error:[/red] {file}: {error.strerror or error}")
-        raise typer.Exit(1) from None
+        fail(f"{file}: {error.strerror or error}")
     if as_json:
         stdout.print(json.dumps(report.to_json(), indent=2, allow_nan=False))
     else:

@@ -1,14 +1,10 @@
-"""``proctor leaderboard``: the ranking from the database, as a table, JSON or CSV; and
-``proctor admin set-anchor``: designate the anchor of relative scores."""
+"""``proctor leaderboard``: the ranking from the database, as a table, JSON or CSV."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import json
-import math
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,11 +14,15 @@ from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.formats.input_problems import InputError
+from judge.numbers import format_number
 from judge.prompts import PROMPT_VERSION
-from judge.ranking.diagnostics import SchemeError, validate_schemes
 from judge.ranking.leaderboard import board_diagnostics
 from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
-from server.cli.unit_of_work import run_in_unit_of_work, stderr
+from server.cli.groups import command_registrar
+from server.cli.options import JudgeName
+from server.cli.output import exit_on_input_error, fail, stdout
+from server.cli.schemes import read_schemes
+from server.cli.unit_of_work import run_in_unit_of_work
 from server.config import get_settings
 from server.leaderboard import service
 from server.leaderboard.schemas import (
@@ -34,8 +34,6 @@ from server.leaderboard.schemas import (
 from server.leaderboard.service import LeaderboardData
 from server.scoring.judges import default_judge
 
-stdout = Console(highlight=False, soft_wrap=True)
-
 
 def leaderboard_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (every field).")] = False,
@@ -45,9 +43,7 @@ def leaderboard_command(
     csv_file: Annotated[
         Path | None, typer.Option("--csv", help="Also write one row per model to this CSV file.")
     ] = None,
-    judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge name (default: the default judge).")
-    ] = None,
+    judge: JudgeName = None,
     baselines: Annotated[
         bool, typer.Option("--baselines", help="Add Elo and Bradley-Terry ratings.")
     ] = False,
@@ -76,18 +72,19 @@ def leaderboard_command(
         ),
     ] = None,
 ) -> None:
-    """The leaderboard: every model's relative and absolute score with its 95% interval,
-    the groups of models the data cannot separate, per-discipline scores, latency, cost
-    and contamination checks. Reads the database directly (run it where the server's
-    PROCTOR_ settings are)."""
+    """The ranking from the database: table, JSON or CSV.
+
+    Every model's relative and absolute score with its 95% interval, the groups of models
+    the data cannot separate, per-discipline scores, latency, cost and contamination
+    checks. Reads the database directly (run it where the server's PROCTOR_ settings
+    are)."""
     settings = get_settings()
     static = None
     if compare is not None:
         try:
             static = read_leaderboard_csv(compare)
         except InputError as error:
-            stderr.print(f"[red]error:[/red] {error}")
-            raise typer.Exit(1) from None
+            fail(str(error))
 
     async def work(db: AsyncSession) -> LeaderboardData:
         return await service.leaderboard(
@@ -123,11 +120,16 @@ def leaderboard_command(
         _print_comparison(comparison)
 
 
+register = command_registrar(
+    "leaderboard", leaderboard_command, "proctor leaderboard --by-discipline --csv board.csv"
+)
+
+
 def _print_comparison(comparison: RankComparison) -> None:
     stdout.print(
         f"against the static leaderboard ({comparison.n_common} common models): "
-        f"Spearman {_fmt(comparison.spearman, 3)}, Kendall {_fmt(comparison.kendall, 3)}, "
-        f"inverted pairs {_fmt(comparison.inverted_share * 100, 1)}%"
+        f"Spearman {_cell(comparison.spearman, 3)}, Kendall {_cell(comparison.kendall, 3)}, "
+        f"inverted pairs {_cell(comparison.inverted_share * 100, 1)}%"
     )
     for model, delta in comparison.displacement.items():
         if delta:
@@ -137,16 +139,8 @@ def _print_comparison(comparison: RankComparison) -> None:
 def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardData:
     chosen = None
     if path is not None:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8-sig"))
-            chosen = validate_schemes(raw, data.board.disciplines)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            stderr.print(f"[red]error:[/red] --schemes: {path}: {error}")
-            raise typer.Exit(1) from None
-        except SchemeError as error:
-            for problem in error.problems:
-                stderr.print(f"[red]error:[/red] {path}: {problem}")
-            raise typer.Exit(1) from None
+        with exit_on_input_error():
+            chosen = read_schemes(path, data.board.disciplines)
     return dataclasses.replace(data, diagnostics=board_diagnostics(data.board, chosen))
 
 
@@ -159,14 +153,15 @@ def _write_csv(path: Path, data: LeaderboardData) -> None:
         writer.writerows(rows)
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+def _cell(value: float | None, digits: int = 2) -> str:
+    """A figure in a leaderboard cell: "-" where it is missing."""
+    return format_number(value, digits, missing="-")
 
 
 def _interval(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return "-"
-    return f"[{_fmt(summary['ci_low'])}, {_fmt(summary['ci_high'])}]"
+    return f"[{_cell(summary['ci_low'])}, {_cell(summary['ci_high'])}]"
 
 
 def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
@@ -190,13 +185,13 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
             str(row["group"]),
             f"{low}-{high}" if low != high else str(low),
             row["name"],
-            _fmt(row["relative"]["mean"] if row["relative"] else None),
+            _cell(row["relative"]["mean"] if row["relative"] else None),
             _interval(row["relative"]),
-            _fmt(row["absolute"]["mean"]),
+            _cell(row["absolute"]["mean"]),
             _interval(row["absolute"]),
             str(row["sessions"]),
-            _fmt(row["beats_next"], 3),
-            f"{_fmt(row['latency']['median_s'])} / {_fmt(row['latency']['p95_s'])}",
+            _cell(row["beats_next"], 3),
+            f"{_cell(row['latency']['median_s'])} / {_cell(row['latency']['p95_s'])}",
             _contamination(row["contamination"]),
         )
     console.print(table)
@@ -204,7 +199,7 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
         _print_diagnostics(view["diagnostics"], console)
     if "baselines" in view:
         base = view["baselines"]
-        ratings = ", ".join(f"{m['name']} {_fmt(m['elo'], 0)}" for m in base["models"])
+        ratings = ", ".join(f"{m['name']} {_cell(m['elo'], 0)}" for m in base["models"])
         console.print(f"Elo ({base['n_comparisons']} per-item comparisons): {ratings}")
     if anchor["note"]:
         console.print(f"note: {anchor['note']}")
@@ -216,13 +211,13 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
 def _print_diagnostics(found: dict[str, Any], console: Console) -> None:
     """The anisotropy index, each model's RSA and capability inconsistency (those that
     were computed), then why any statistic is unavailable."""
-    console.print(f"anisotropy index {_fmt(found['anisotropy_index'], 4)}")
+    console.print(f"anisotropy index {_cell(found['anisotropy_index'], 4)}")
     rsa = found["rsa"] or {}
     inconsistency = found["capability_inconsistency"] or {}
     for name in found["models"]:
         parts = [f"RSA {rsa[name]}"] if name in rsa else []
         if name in inconsistency:
-            parts.append(f"capability inconsistency {_fmt(inconsistency[name], 3)}")
+            parts.append(f"capability inconsistency {_cell(inconsistency[name], 3)}")
         if parts:
             console.print(f"  {name}: {', '.join(parts)}", markup=False)
     for statistic, reason in found.get("unavailable", {}).items():
@@ -237,7 +232,7 @@ def _contamination(report: dict[str, Any]) -> str:
         parts.append(f"replay {replay['near_exact']}/{replay['items']}")
     if report["generalisation_gap"]:
         gap = report["generalisation_gap"]
-        parts.append(f"gap {_fmt(gap['gap'])}" + (" FLAGGED" if gap["flagged"] else ""))
+        parts.append(f"gap {_cell(gap['gap'])}" + (" FLAGGED" if gap["flagged"] else ""))
     return ", ".join(parts) or "-"
 
 
@@ -257,31 +252,7 @@ def print_disciplines(view: dict[str, Any], console: Console = stdout) -> None:
             cells.append(
                 "-"
                 if score is None
-                else f"{_fmt(score['score'])} ± {_fmt(score['standard_error'])}"
+                else f"{_cell(score['score'])} ± {_cell(score['standard_error'])}"
             )
         table.add_row(discipline, *cells)
     console.print(table)
-
-
-def set_anchor_command(
-    model_id: Annotated[
-        str | None, typer.Argument(help="Registered model id; omit with --top.")
-    ] = None,
-    top: Annotated[bool, typer.Option("--top", help="Anchor on the top model again.")] = False,
-) -> None:
-    """Designate the anchor of relative scores (R = S / S_anchor x 100). Every R is
-    recomputed against it; earlier designations stay in the history."""
-    if (model_id is None) == (not top):
-        raise typer.BadParameter("give a model id or --top, not both and not neither")
-    target = None
-    if model_id is not None:
-        try:
-            target = uuid.UUID(model_id)
-        except ValueError:
-            raise typer.BadParameter(f"{model_id!r} is not a model id (a UUID)") from None
-
-    async def work(db: AsyncSession) -> str:
-        anchor = await service.set_anchor(db, model_id=target, set_by="cli", now=datetime.now(UTC))
-        return str(anchor.model_id) if anchor.model_id else "top model"
-
-    typer.echo(f"anchor: {run_in_unit_of_work(work)}")

@@ -1,7 +1,7 @@
 """``proctor simulate``: replay adaptive sessions on recorded responses.
 
-For every model of a response matrix (``--responses``, the format of
-``shared/data/mmlu_pro/responses.csv``) and every policy, ``--runs`` sessions are replayed
+For every model of a response matrix (``--responses``, the format of the MMLU-Pro
+``responses.csv`` in the shared data) and every policy, ``--runs`` sessions are replayed
 by :func:`bank.adaptive.replay.replay`: the policy asks for a stratum, an unseen item of
 that stratum the model answered is drawn at random and its recorded score arrives at once.
 Each session's estimate is compared with the model's full-set score (its mean over every
@@ -17,9 +17,7 @@ Input problems are printed as ``error: file:line: field: what`` and exit with st
 from __future__ import annotations
 
 import json
-import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +28,6 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from bank.adaptive.bounds import Bound
 from bank.adaptive.policy import AdaptiveConfig, Policy
@@ -44,10 +41,10 @@ from bank.adaptive.recorded import (
 )
 from bank.adaptive.replay import POINTS, PolicySummary, ReplayResult, replay
 from bank.formats.input_problems import InputProblem
-from server.cli.unit_of_work import stderr
-
-# piped output gets a table wide enough for its columns, not the 80-column default
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+from judge.numbers import format_number, json_float
+from server.cli.groups import command_registrar
+from server.cli.options import JsonFlag
+from server.cli.output import CommandInputError, exit_on_input_error, stderr, table_console
 
 ALL_POLICIES = (
     Policy.FULL,
@@ -58,14 +55,6 @@ ALL_POLICIES = (
 )
 DEFAULT_STRATA = "discipline,type"
 T = TypeVar("T")
-
-
-class _SimulateError(Exception):
-    """A problem to print as ``error: ...`` (one line each) before exiting with 1."""
-
-    def __init__(self, *lines: str) -> None:
-        self.lines = lines
-        super().__init__("\n".join(lines))
 
 
 def _check_delta(value: float) -> float:
@@ -189,27 +178,32 @@ def simulate_command(
             callback=_check_strata,
         ),
     ] = DEFAULT_STRATA,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Replay adaptive sessions on recorded responses and compare each policy's estimates
-    with the full-set scores: items used, MAE, rank correlations and interval coverage."""
+    """Replay adaptive sessions on recorded responses.
+
+    Compares each policy's estimates with the full-set scores: items used, MAE, rank
+    correlations and interval coverage."""
     policies = list(dict.fromkeys(policy or ALL_POLICIES))
     fields = _strata_fields(strata)
-    try:
+    with exit_on_input_error():
         setup = _prepare(responses, items, history, policies, fields)
         config = AdaptiveConfig(
             budget=budget, target_halfwidth=target_halfwidth / POINTS, delta=delta, bound=bound
         )
         result = _replay(setup, policies, config, runs, seed, jobs or os.cpu_count() or 1)
-    except _SimulateError as error:
-        for line in error.lines:
-            stderr.print(Text.assemble(("error:", "red"), " ", line))
-        raise typer.Exit(1) from None
     report = _Report(setup, fields, result, seed, target_halfwidth)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, allow_nan=False))
     else:
-        report.render(stdout)
+        report.render(table_console())
+
+
+register = command_registrar(
+    "simulate",
+    simulate_command,
+    "proctor simulate --responses responses.csv --items items.jsonl --runs 50",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,14 +231,14 @@ def _prepare(
             responses, items, responses_path=str(responses_path), items_path=str(items_path)
         )
     except RecordedInputError as error:
-        raise _SimulateError(*(str(p) for p in error.errors)) from None
+        raise CommandInputError(*(str(p) for p in error.errors)) from None
     _check_responses(responses, responses_path)
     history = None
     if history_path is not None:
         history = _load(load_responses, history_path)
         _check_history(history, history_path, responses, responses_path)
     elif Policy.NEYMAN_IRT in policies and len(responses.models) < 3:
-        raise _SimulateError(
+        raise CommandInputError(
             _problem(
                 responses_path,
                 "model",
@@ -260,12 +254,12 @@ def _load(loader: Callable[[Path], T], path: Path) -> T:
     try:
         return loader(path)
     except OSError as error:
-        raise _SimulateError(f"{path}: {error.strerror or error}") from None
+        raise CommandInputError(f"{path}: {error.strerror or error}") from None
     except RecordedInputError as error:
         lines = [str(p) for p in error.errors]
         if len(lines) > 50:
             lines = [*lines[:50], f"... and {len(lines) - 50} more"]
-        raise _SimulateError(*lines) from None
+        raise CommandInputError(*lines) from None
 
 
 def _problem(path: Path, field: str, message: str) -> str:
@@ -274,13 +268,15 @@ def _problem(path: Path, field: str, message: str) -> str:
 
 def _check_responses(responses: ResponseMatrix, path: Path) -> None:
     if len(responses.models) < 2:
-        raise _SimulateError(
+        raise CommandInputError(
             _problem(path, "model", f"{len(responses.models)} model; the replay ranks at least two")
         )
     answered = (~np.isnan(responses.scores)).sum(axis=1)
     empty = [m for m, n in zip(responses.models, answered, strict=True) if n == 0]
     if empty:
-        raise _SimulateError(*(_problem(path, "model", f"{m!r} answered no item") for m in empty))
+        raise CommandInputError(
+            *(_problem(path, "model", f"{m!r} answered no item") for m in empty)
+        )
 
 
 def _check_history(
@@ -290,7 +286,7 @@ def _check_history(
     shared = [m for m in history.models if m in simulated]
     if shared:
         names = ", ".join(repr(m) for m in shared[:5]) + (" ..." if len(shared) > 5 else "")
-        raise _SimulateError(
+        raise CommandInputError(
             _problem(
                 path,
                 "model",
@@ -299,12 +295,14 @@ def _check_history(
             )
         )
     if len(history.models) < 2:
-        raise _SimulateError(
+        raise CommandInputError(
             _problem(path, "model", "at least two models are needed to fit item parameters")
         )
     known = set(history.item_ids)
     if not any(item in known for item in responses.item_ids):
-        raise _SimulateError(_problem(path, "file", f"no item id in common with {responses_path}"))
+        raise CommandInputError(
+            _problem(path, "file", f"no item id in common with {responses_path}")
+        )
 
 
 def _replay(
@@ -350,23 +348,17 @@ def _replay(
                 jobs=jobs,
             )
         except ValueError as error:
-            raise _SimulateError(f"{setup.responses_path}: {error}") from None
+            raise CommandInputError(f"{setup.responses_path}: {error}") from None
 
 
+@dataclass(frozen=True, slots=True)
 class _Report:
-    def __init__(
-        self,
-        setup: _Setup,
-        fields: tuple[str, ...],
-        result: ReplayResult,
-        seed: int,
-        target_points: float,
-    ) -> None:
-        self.target_points = target_points  # as given, not via the [0, 1] scale
-        self.setup = setup
-        self.fields = fields
-        self.result = result
-        self.seed = seed
+    setup: _Setup
+    fields: tuple[str, ...]
+    result: ReplayResult
+    seed: int
+    target_points: float
+    """The target half-width as given, not via the [0, 1] scale."""
 
     def config_json(self) -> dict[str, Any]:
         cfg = self.result.config
@@ -446,11 +438,11 @@ class _Report:
                 f"{s.items_mean:.1f}",
                 f"{s.items_p95:.0f}",
                 f"{s.saved_vs_full * 100:.1f}%",
-                _fmt(s.mae, 2),
-                _fmt(s.spearman, 3),
-                _fmt(s.kendall, 3),
+                format_number(s.mae, 2),
+                format_number(s.spearman, 3),
+                format_number(s.kendall, 3),
                 f"{s.coverage * 100:.1f}%",
-                _fmt(s.halfwidth_mean, 2),
+                format_number(s.halfwidth_mean, 2),
                 f"{s.stopped_precise * 100:.0f}%",
             )
         return table
@@ -460,21 +452,13 @@ def _summary_json(s: PolicySummary) -> dict[str, float | None]:
     """The summary's figures; an undefined one (NaN: a constant ranking; infinite: a
     stratum never sampled) becomes null."""
     return {
-        "items_mean": _json_float(s.items_mean),
-        "saved_vs_full": _json_float(s.saved_vs_full),
-        "mae": _json_float(s.mae),
-        "spearman": _json_float(s.spearman),
-        "kendall": _json_float(s.kendall),
-        "coverage": _json_float(s.coverage),
-        "items_p95": _json_float(s.items_p95),
-        "halfwidth_mean": _json_float(s.halfwidth_mean),
-        "stopped_precise": _json_float(s.stopped_precise),
+        "items_mean": json_float(s.items_mean),
+        "saved_vs_full": json_float(s.saved_vs_full),
+        "mae": json_float(s.mae),
+        "spearman": json_float(s.spearman),
+        "kendall": json_float(s.kendall),
+        "coverage": json_float(s.coverage),
+        "items_p95": json_float(s.items_p95),
+        "halfwidth_mean": json_float(s.halfwidth_mean),
+        "stopped_precise": json_float(s.stopped_precise),
     }
-
-
-def _json_float(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-def _fmt(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else "n/a"

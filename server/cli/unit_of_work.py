@@ -6,16 +6,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import typer
-from rich.console import Console
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from server.cli.output import fail
 from server.config import get_settings
 from server.database import create_engine, unit_of_work, upgrade
 from server.errors import ProctorError
 
 T = TypeVar("T")
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
@@ -41,5 +39,4 @@ def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())
     except ProctorError as error:
-        stderr.print(f"[red]error:[/red] {error.detail}")
-        raise typer.Exit(1) from None
+        fail(error.detail)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.cli.demo import DEMO_MODELS
+from server.cli.demo_runner import DEMO_MODELS
 
 
 def demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,301 @@
+"""What ``proctor demo`` runs: the whole system on a bare machine.
+
+1. a fresh SQLite database in a work directory, migrated; the shipped real sample banks
+   (MMLU-Pro and GAOKAO-Bench excerpts) imported with augmentation;
+2. the local model server (``fakellm``) with several models of clearly different
+   abilities (:data:`DEMO_MODELS`, varied a little per discipline) and the local judge,
+   answering from the bank's own answer key;
+3. Proctor's API in-process (uvicorn in a thread, real HTTP on 127.0.0.1) with the
+   scoring worker inside it;
+4. every model in an organisation of its own, registered and driven through its sessions
+   by the evaluator runner (``clients.runner``) over the SDK, all models at once;
+5. scoring, then the leaderboard (absolute, relative, per discipline, 95% CIs, tie
+   groups) printed and written as an HTML report with plots (``clients.report``).
+
+The ranking printed must follow the configured abilities; the demo says whether it does
+and exits 1 if not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from sqlalchemy import select
+
+from bank.bundled_datasets import sample_path
+from bank.formats import read_records
+from bank.importer import import_records
+from bank.models import Item
+from clients.llm.chat import ChatClient, ChatEndpoint
+from clients.report import write_report
+from clients.runner.progress import RunBar, item_progress
+from clients.runner.runner import RunConfig, Runner, SessionOutcome
+from clients.runner.transcript import Transcript
+from clients.sdk import AsyncProctorClient
+from fakellm.answer_key import AnswerKey
+from fakellm.app import ServerConfig
+from fakellm.app import create_app as create_fake_app
+from fakellm.profiles import BUILTIN_PROFILES, ModelProfile
+from server.app import create_app
+from server.auth.service import create_api_key
+from server.cli.leaderboard import print_disciplines, print_leaderboard
+from server.config import JudgeEndpoint, Settings
+from server.database import create_engine, unit_of_work, upgrade
+from server.orgs.service import create_org
+from server.threaded import serve_in_thread
+
+DEMO_MODELS: tuple[tuple[str, float], ...] = (
+    ("demo-strong", 0.90),
+    ("demo-good", 0.72),
+    ("demo-fair", 0.55),
+    ("demo-weak", 0.38),
+    ("demo-guess", 0.22),
+)
+"""(name, accuracy): the models the demo can run, best first."""
+DISCIPLINE_SPREAD = 0.06
+"""Each model's accuracy varies by up to this much per discipline (seeded)."""
+SAMPLES = ("mmlu_pro", "gaokao_bench")
+JUDGE = "demo-judge"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoConfig:
+    items: int = 150
+    sessions: int = 3
+    models: int = 4
+    seed: int = 0
+    workdir: Path | None = None
+    report: Path = Path("proctor-demo-report.html")
+    keep: bool = False
+    """Keep the work directory (database, transcripts) after the run."""
+
+
+@dataclass
+class DemoResult:
+    board: dict[str, Any]
+    disciplines: dict[str, Any]
+    expected_order: list[str]
+    printed_order: list[str]
+    report: Path
+    workdir: Path
+    wall_s: float
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ranking_matches(self) -> bool:
+        return self.printed_order == self.expected_order
+
+
+@dataclass
+class _Tenant:
+    name: str
+    accuracy: float
+    key: str
+    model_id: str = ""
+
+
+def demo_profiles(disciplines: Sequence[str], models: int, seed: int) -> dict[str, ModelProfile]:
+    """The judge plus ``models`` of :data:`DEMO_MODELS`, each with its accuracy moved by up
+    to :data:`DISCIPLINE_SPREAD` per discipline (seeded), so the heatmap has texture while
+    the overall order stays the configured one."""
+    rng = random.Random(seed)
+    profiles = {"judge": BUILTIN_PROFILES["judge"]}
+    for name, accuracy in DEMO_MODELS[:models]:
+        by = {
+            d: min(1.0, max(0.0, accuracy + rng.uniform(-DISCIPLINE_SPREAD, DISCIPLINE_SPREAD)))
+            for d in disciplines
+        }
+        profiles[name] = ModelProfile(name=name, accuracy=accuracy, discipline_accuracy=by)
+    return profiles
+
+
+def run_demo(config: DemoConfig, console: Console) -> DemoResult:
+    """Run the demo (see the module docstring); the console gets progress and the board."""
+    if not 1 <= config.models <= len(DEMO_MODELS):
+        raise ValueError(f"--models must be between 1 and {len(DEMO_MODELS)}")
+    started = time.monotonic()
+    workdir = config.workdir or Path(tempfile.mkdtemp(prefix="proctor-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite+aiosqlite:///{workdir / 'demo.db'}"
+    try:
+        console.print(f"[bold]1/5[/bold] bank: importing {', '.join(SAMPLES)} into {workdir}")
+        upgrade(url)
+        disciplines, tenants, admin_key = asyncio.run(_seed(url, config))
+        console.print(
+            f"      {len(disciplines)} disciplines; models: "
+            + ", ".join(f"{t.name} ({t.accuracy:.0%})" for t in tenants)
+        )
+        fake = ServerConfig(
+            profiles=demo_profiles(disciplines, config.models, config.seed),
+            answer_key=AnswerKey.from_database(url),
+            seed=config.seed,
+        )
+        console.print("[bold]2/5[/bold] local model and judge server, Proctor API in-process")
+        with serve_in_thread(create_fake_app(fake)) as fake_root:
+            settings = _settings(workdir, url, config, f"{fake_root}/v1")
+            with serve_in_thread(create_app(settings), lifespan="on") as api_root:
+                console.print(f"      API {api_root}, models {fake_root}/v1")
+                board, by_discipline, failures = asyncio.run(
+                    _evaluate(
+                        api_root, f"{fake_root}/v1", tenants, admin_key, config, workdir, console
+                    )
+                )
+        console.print("[bold]5/5[/bold] leaderboard")
+        print_leaderboard(board, console)
+        print_disciplines(board, console)
+        expected = [t.name for t in tenants]
+        printed = [row["name"] for row in board["models"]]
+        report = write_report(
+            config.report,
+            board,
+            title="Proctor demo leaderboard",
+            subtitle="Local models of configured abilities, scored by the local judge",
+            config={
+                "models": ", ".join(f"{t.name} {t.accuracy:.0%}" for t in tenants),
+                "sessions per model": config.sessions,
+                "items per session": config.items,
+                "seed": config.seed,
+            },
+            generated_at=datetime.now(UTC),
+        )
+        result = DemoResult(
+            board,
+            by_discipline,
+            expected,
+            printed,
+            report,
+            workdir,
+            time.monotonic() - started,
+            failures,
+        )
+        _verdict(result, console)
+        return result
+    finally:
+        if config.workdir is None and not config.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Settings:
+    return Settings(
+        data_dir=workdir,
+        database_url=url,
+        jwt_secret=secrets.token_urlsafe(48),
+        judges=[JudgeEndpoint(name=JUDGE, base_url=judge_url, model="judge")],
+        scoring_in_process=True,
+        scoring_poll_s=0.5,
+        default_session_items=config.items,
+        max_session_items=max(5000, config.items),
+        max_concurrent_sessions=config.sessions + 2,
+        max_sessions_per_period=1000,
+        rate_limit_per_minute=10_000_000,
+        rate_limit_org_per_minute=10_000_000,
+        leaderboard_resamples=1000,
+    )
+
+
+async def _seed(url: str, config: DemoConfig) -> tuple[list[str], list[_Tenant], str]:
+    """Import the samples; an organisation with an evaluator key per model, and an admin."""
+    engine = create_engine(url)
+    try:
+        async with unit_of_work(engine) as db:
+            records = (r for name in SAMPLES for r in read_records(sample_path(name)))
+            await import_records(db, records, augment=True)
+        async with unit_of_work(engine) as db:
+            disciplines = sorted(set((await db.execute(select(Item.discipline))).scalars()))
+            tenants = []
+            for name, accuracy in DEMO_MODELS[: config.models]:
+                org = await create_org(db, name=f"org-{name}")
+                _, key = await create_api_key(db, org_id=org.id, role="evaluator")
+                tenants.append(_Tenant(name, accuracy, key))
+            admin_org = await create_org(db, name="demo-admin", operator=True)
+            _, admin_key = await create_api_key(db, org_id=admin_org.id, role="admin")
+    finally:
+        await engine.dispose()
+    return disciplines, tenants, admin_key
+
+
+async def _evaluate(
+    api_root: str,
+    model_url: str,
+    tenants: list[_Tenant],
+    admin_key: str,
+    config: DemoConfig,
+    workdir: Path,
+    console: Console,
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    console.print(
+        f"[bold]3/5[/bold] runner: {len(tenants)} models × {config.sessions} sessions × "
+        f"{config.items} items"
+    )
+    failures: list[str] = []
+    with item_progress(console) as progress:
+        outcomes = await asyncio.gather(
+            *(
+                _run_tenant(api_root, model_url, tenant, config, workdir, progress)
+                for tenant in tenants
+            )
+        )
+    for tenant, summary in zip(tenants, outcomes, strict=True):
+        failures += [f"{tenant.name}: {o.error}" for o in summary if o.error]
+    console.print("[bold]4/5[/bold] scoring (matchers and the local judge)")
+    async with AsyncProctorClient(api_root, admin_key) as admin:
+        for summary in outcomes:
+            for outcome in summary:
+                if outcome.session_id:
+                    await admin.wait_scored(outcome.session_id, timeout_s=600, poll_s=0.5)
+        board = await admin.leaderboard(diagnostics=True)
+        by_discipline = await admin.leaderboard(view="disciplines")
+    return board, by_discipline, failures
+
+
+async def _run_tenant(
+    api_root: str,
+    model_url: str,
+    tenant: _Tenant,
+    config: DemoConfig,
+    workdir: Path,
+    progress: Progress,
+) -> list[SessionOutcome]:
+    task = progress.add_task(tenant.name, total=config.sessions * config.items)
+    async with (
+        AsyncProctorClient(api_root, tenant.key) as client,
+        ChatClient(ChatEndpoint(base_url=model_url, model=tenant.name)) as model,
+    ):
+        registered = await client.register_model(
+            name=tenant.name, api_snapshot="demo", family="demo"
+        )
+        tenant.model_id = str(registered.id)
+        run = RunConfig(model_id=tenant.model_id, sessions=config.sessions, n_items=config.items)
+        with Transcript(workdir / f"transcript-{tenant.name}.jsonl") as transcript:
+            summary = await Runner(client, model, run, transcript, RunBar(progress, task)).run()
+    return summary.outcomes
+
+
+def _verdict(result: DemoResult, console: Console) -> None:
+    for failure in result.failures:
+        console.print(f"[red]failed:[/red] {failure}")
+    if result.ranking_matches:
+        console.print(
+            "[green]The ranking matches the configured abilities:[/green] "
+            + " > ".join(result.expected_order)
+        )
+    else:
+        console.print(
+            "[red]The ranking does not match the configured abilities:[/red] expected "
+            + " > ".join(result.expected_order)
+            + ", got "
+            + " > ".join(result.printed_order)
+        )
+    console.print(f"HTML report: {result.report}  ({result.wall_s:.0f} s)")
