@@ -7,7 +7,8 @@ would let tests/bank shadow the real ``bank`` package.)
 * ``tests.support.service_fixtures``: throwaway PostgreSQL and Redis servers, and the
   ``postgres`` / ``redis`` markers on the tests that use them;
 * ``tests.support.database``: migrated SQLite/PostgreSQL databases, per-test sessions;
-* ``tests.support.api_fixtures``: a seeded database and the running app on each backend.
+* ``tests.support.api_fixtures``: a seeded database and the running app on each backend;
+* ``tests.support.fake_llm_fixtures``: the local LLM server (``llm``), one per module.
 
 pytest calls only one ``pytest_collection_modifyitems`` per plugin; add a new fixture plugin
 module under tests/support/ rather than fixtures here.
@@ -17,4 +18,5 @@ pytest_plugins = [
     "tests.support.service_fixtures",
     "tests.support.database",
     "tests.support.api_fixtures",
+    "tests.support.fake_llm_fixtures",
 ]

@@ -492,7 +492,7 @@ class Server:
 
 
 def start_server(env_extra: dict[str, str], workers: int, workdir: Path) -> Server:
-    from tests.support.services import free_port
+    from tests.support.ports import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env.update(env_extra)

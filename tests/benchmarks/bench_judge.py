@@ -645,8 +645,8 @@ async def run_pipeline(
 
     from server.database import create_engine
     from server.scoring.worker import ScoringWorker
-    from tests.server.scoring.scoring_harness import drive_session, table_counts, verdicts
     from tests.support.api import running_api, test_settings
+    from tests.support.sessions import drive_session, table_counts, verdicts
 
     world = await seed_bench_world(db_url, args.n)
     settings = test_settings(

@@ -16,9 +16,9 @@ from clients.runner.transcript import Transcript, read_lines
 from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
-from tests.server.scoring.scoring_harness import table_counts, wait_until
 from tests.support.api import World, running_api, seed_world, test_settings
 from tests.support.fake_llm import running_fake_llm
+from tests.support.sessions import table_counts, wait_until
 
 
 @pytest.fixture

@@ -128,6 +128,31 @@ class Recorder:
             )
         )
 
+    def before_sending(self, fault: Fault | None, request: httpx.Request) -> httpx.Response | None:
+        """Apply ``fault`` where it acts before the request leaves: raise the injected error
+        (``fail_before``) or give the canned response (``respond_instead``); else ``None``."""
+        if fault is not None and fault.kind == "fail_before":
+            self.record(request, None, reached_server=False)
+            raise fault.error("injected before sending", request=request)
+        if fault is not None and fault.kind == "respond_instead":
+            assert fault.response is not None
+            self.record(request, fault.response().status_code, reached_server=False)
+            return fault.response()
+        return None
+
+    def after_answer(
+        self, fault: Fault | None, request: httpx.Request, response: httpx.Response
+    ) -> httpx.Response:
+        """Record the server's answer, then apply ``fault`` where it acts afterwards: lose the
+        response (``lose_response``) or replace it (``respond_after``)."""
+        self.record(request, response.status_code)
+        if fault is not None and fault.kind == "lose_response":
+            raise fault.error("injected after the server answered", request=request)
+        if fault is not None and fault.kind == "respond_after":
+            assert fault.response is not None
+            return fault.response()
+        return response
+
     def calls(self, method: str, path_end: str) -> list[Exchange]:
         return [e for e in self.log if e.method == method and e.path.endswith(path_end)]
 
@@ -159,23 +184,12 @@ class FaultyTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         fault = self.recorder.take(request)
-        if fault is not None and fault.kind == "fail_before":
-            self.recorder.record(request, None, reached_server=False)
-            raise fault.error("injected before sending", request=request)
-        if fault is not None and fault.kind == "respond_instead":
-            assert fault.response is not None
-            self.recorder.record(request, fault.response().status_code, reached_server=False)
-            return fault.response()
+        if (instead := self.recorder.before_sending(fault, request)) is not None:
+            return instead
         response = self.inner.handle_request(request)
         response.read()
         response.close()
-        self.recorder.record(request, response.status_code)
-        if fault is not None and fault.kind == "lose_response":
-            raise fault.error("injected after the server answered", request=request)
-        if fault is not None and fault.kind == "respond_after":
-            assert fault.response is not None
-            return fault.response()
-        return response
+        return self.recorder.after_answer(fault, request, response)
 
     def close(self) -> None:
         self.inner.close()
@@ -190,23 +204,12 @@ class AsyncFaultyTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         fault = self.recorder.take(request)
-        if fault is not None and fault.kind == "fail_before":
-            self.recorder.record(request, None, reached_server=False)
-            raise fault.error("injected before sending", request=request)
-        if fault is not None and fault.kind == "respond_instead":
-            assert fault.response is not None
-            self.recorder.record(request, fault.response().status_code, reached_server=False)
-            return fault.response()
+        if (instead := self.recorder.before_sending(fault, request)) is not None:
+            return instead
         response = await self.inner.handle_async_request(request)
         await response.aread()
         await response.aclose()
-        self.recorder.record(request, response.status_code)
-        if fault is not None and fault.kind == "lose_response":
-            raise fault.error("injected after the server answered", request=request)
-        if fault is not None and fault.kind == "respond_after":
-            assert fault.response is not None
-            return fault.response()
-        return response
+        return self.recorder.after_answer(fault, request, response)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -31,7 +31,8 @@ from tests.clients.test_sdk_harness import (
     seeded,
     serving,
 )
-from tests.support.api import World, free_port
+from tests.support.api import World
+from tests.support.ports import free_port
 
 FINISHED = ("answered", "scored")
 

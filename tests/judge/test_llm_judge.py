@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from clients.llm.chat import ChatClient, ChatDeferred, ChatEndpoint, RetryPolicy
@@ -14,12 +12,6 @@ from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 CORRECT = JudgeInput("What is the capital of France?", "It is Paris.", "Paris", "en")
 WRONG = JudgeInput("What is the capital of France?", "It is Lyon.", "Paris", "en")
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    with running_fake_llm() as server:
-        yield server
 
 
 def judge_for(llm: FakeLlm, model: str, cache: MemoryJudgeCache | None = None) -> LlmJudge:

@@ -9,16 +9,16 @@ from sqlalchemy import select
 from server.auth.keys import hash_api_key
 from server.auth.models import ApiKey
 from server.database import create_engine, unit_of_work
-from tests.server.test_bank_cli import proctor
 from tests.support.api import running_api, test_settings
+from tests.support.cli import proctor_db
 
 
 async def test_created_key_is_shown_once_and_stored_hashed(
     fresh_db_url: str, run_sync: Callable[..., object]
 ) -> None:
-    await run_sync(proctor, fresh_db_url, "admin", "create-org", "Acme")
+    await run_sync(proctor_db, fresh_db_url, "admin", "create-org", "Acme")
     result = await run_sync(
-        proctor, fresh_db_url, "admin", "create-key", "--org", "Acme", "--role", "vendor"
+        proctor_db, fresh_db_url, "admin", "create-key", "--org", "Acme", "--role", "vendor"
     )
     key = result.stdout.strip()  # type: ignore[attr-defined]
     assert key.startswith("pk_") and len(key) >= 40
@@ -43,15 +43,15 @@ async def test_created_key_is_shown_once_and_stored_hashed(
 async def test_bad_role_and_unknown_org_are_refused(
     fresh_db_url: str, run_sync: Callable[..., object]
 ) -> None:
-    await run_sync(proctor, fresh_db_url, "admin", "create-org", "Acme")
+    await run_sync(proctor_db, fresh_db_url, "admin", "create-org", "Acme")
     bad_role = await run_sync(
-        lambda: proctor(
+        lambda: proctor_db(
             fresh_db_url, "admin", "create-key", "--org", "Acme", "--role", "root", check=False
         )
     )
     assert bad_role.returncode == 1 and "role must be one of" in bad_role.stderr  # type: ignore[attr-defined]
     no_org = await run_sync(
-        lambda: proctor(
+        lambda: proctor_db(
             fresh_db_url, "admin", "create-key", "--org", "Nope", "--role", "vendor", check=False
         )
     )

@@ -8,9 +8,7 @@ and the tests read the finished results.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from pathlib import Path
@@ -24,19 +22,7 @@ from typer.testing import CliRunner
 
 from server.cli.main import app
 from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8, load_table8
-
-Run = subprocess.CompletedProcess[str]
-
-
-def proctor(*args: str) -> Run:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "server", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.support.cli import Run, proctor
 
 
 @pytest.fixture(scope="module")

@@ -3,38 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import proctor_db
 from tests.support.database import new_postgres_database
 from tests.support.factories import mc_record, open_record, write_jsonl
 from tests.support.paths import SHARED_DATA
 from tests.support.services import PostgresServer
 
 
-def proctor(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``proctor`` command with ``PROCTOR_DATABASE_URL=url``."""
-    env = dict(os.environ, PROCTOR_DATABASE_URL=url, COLUMNS="200")
-    result = subprocess.run(
-        [sys.executable, "-m", "server", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"proctor {' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
 def proctor_json(url: str, *args: str) -> Any:
     """Run ``proctor ARGS`` (which must print JSON) and parse its stdout."""
-    return json.loads(proctor(url, *args).stdout)
+    return json.loads(proctor_db(url, *args).stdout)
 
 
 def stats(url: str) -> dict[str, Any]:
@@ -45,14 +28,16 @@ async def test_a_corrupted_file_is_refused_with_its_line_and_nothing_is_imported
     fresh_db_url: str, tmp_path: Path, run_sync: Any
 ) -> None:
     good = write_jsonl(tmp_path / "good.jsonl", [mc_record(i) for i in range(3)])
-    await run_sync(proctor, fresh_db_url, "bank", "import", str(good))
+    await run_sync(proctor_db, fresh_db_url, "bank", "import", str(good))
     before = await run_sync(stats, fresh_db_url)
     bad = write_jsonl(
         tmp_path / "bad.jsonl", [open_record(10), open_record(11), mc_record(12, answer="Z")]
     )
     with bad.open("a", encoding="utf-8") as handle:
         handle.write('{"discipline": "Law", "qtype": \n')
-    result = await run_sync(lambda: proctor(fresh_db_url, "bank", "import", str(bad), check=False))
+    result = await run_sync(
+        lambda: proctor_db(fresh_db_url, "bank", "import", str(bad), check=False)
+    )
     assert result.returncode == 1
     assert f"{bad}:3: answer: 'Z' is not among the 4 options" in result.stderr
     assert f"{bad}:4: json: " in result.stderr
@@ -74,7 +59,7 @@ async def test_hostile_json_lines_are_refused_with_their_line_and_no_traceback(
     """Regression: a 200,000-deep line (RecursionError) or a 5,000-digit number (int
     conversion limit) printed a traceback; every hostile line is ``file:line: json:``."""
     good = write_jsonl(tmp_path / "good.jsonl", [mc_record(i) for i in range(3)])
-    await run_sync(proctor, fresh_db_url, "bank", "import", str(good))
+    await run_sync(proctor_db, fresh_db_url, "bank", "import", str(good))
     before = await run_sync(stats, fresh_db_url)
     cases = [(name, 2, line, problem) for name, (line, problem) in HOSTILE_LINES.items()]
     # as the first line, the format detection reads it too
@@ -84,7 +69,7 @@ async def test_hostile_json_lines_are_refused_with_their_line_and_no_traceback(
         before_it = json.dumps(mc_record(20)).encode() + b"\n" if lineno == 2 else b""
         bad.write_bytes(before_it + line + b"\n")
         result = await run_sync(
-            lambda bad=bad: proctor(fresh_db_url, "bank", "import", str(bad), check=False)
+            lambda bad=bad: proctor_db(fresh_db_url, "bank", "import", str(bad), check=False)
         )
         assert result.returncode == 1, (name, result.stderr)
         assert f"{bad}:{lineno}: json: {problem}" in result.stderr, (name, result.stderr)
@@ -121,7 +106,7 @@ async def test_import_stats_and_dry_run_sample_on_the_shipped_samples(
     assert numbers["items"] == report["items_added"]
     assert numbers["originals"] == report["originals_added"]
     assert sum(numbers["by_discipline"].values()) == numbers["items"]
-    await run_sync(proctor, fresh_db_url, "admin", "create-org", "acme")
+    await run_sync(proctor_db, fresh_db_url, "admin", "create-org", "acme")
     drawn = await run_sync(
         proctor_json, fresh_db_url, "bank", "sample", "--org", "acme", "--n", "200", "--json"
     )
@@ -205,23 +190,27 @@ async def test_unreadable_input_and_bad_arguments_get_clear_messages(
     notes = tmp_path / "notes.txt"
     notes.write_text("hello\n", encoding="utf-8")
     result = await run_sync(
-        lambda: proctor(fresh_db_url, "bank", "import", str(notes), check=False)
+        lambda: proctor_db(fresh_db_url, "bank", "import", str(notes), check=False)
     )
     assert result.returncode == 2
     assert "notes.txt" in result.stderr and "Traceback" not in result.stderr
-    empty = await run_sync(lambda: proctor(fresh_db_url, "admin", "create-org", " ", check=False))
+    empty = await run_sync(
+        lambda: proctor_db(fresh_db_url, "admin", "create-org", " ", check=False)
+    )
     assert empty.returncode == 1
     assert "organisation name must be 1-200 characters" in empty.stderr
     bad_seed = await run_sync(
-        lambda: proctor(fresh_db_url, "bank", "sample", "--org", "x", "--seed", "xyz", check=False)
+        lambda: proctor_db(
+            fresh_db_url, "bank", "sample", "--org", "x", "--seed", "xyz", check=False
+        )
     )
     assert bad_seed.returncode == 2 and "hexadecimal" in bad_seed.stderr
 
 
 async def test_one_seed_has_one_spelling(fresh_db_url: str, tmp_path: Path, run_sync: Any) -> None:
     bank = write_jsonl(tmp_path / "b.jsonl", [open_record(i) for i in range(40)])
-    await run_sync(proctor, fresh_db_url, "bank", "import", str(bank))
-    await run_sync(proctor, fresh_db_url, "admin", "create-org", "acme")
+    await run_sync(proctor_db, fresh_db_url, "bank", "import", str(bank))
+    await run_sync(proctor_db, fresh_db_url, "admin", "create-org", "acme")
     draws = [
         await run_sync(
             proctor_json,

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,21 +15,10 @@ from judge.prompts import PROMPT_VERSION
 from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.scoring.judges import default_judge
-from tests.server.scoring.scoring_harness import drive_session, verdicts
 from tests.support.api import World, running_api, test_settings
+from tests.support.cli import proctor_env
 from tests.support.fake_llm import FakeLlm, running_fake_llm
-
-
-def proctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    full.update(env, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "server", *args],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+from tests.support.sessions import drive_session, verdicts
 
 
 def judges_env(db_url: str, llm: FakeLlm, *names: str) -> dict[str, str]:
@@ -49,9 +35,9 @@ async def test_judge_run_scores_a_session_and_a_rerun_changes_nothing(
         async with running_api(test_settings(db_url, scoring_in_process=True)) as (_, client):
             driven = await drive_session(client, db_url, world, n_items=12)
         env = judges_env(db_url, llm, "judge-v1")
-        first = await run_sync(proctor, env, "judge", "run", "--session", str(driven.id))
+        first = await run_sync(proctor_env, env, "judge", "run", "--session", str(driven.id))
         calls = llm.stats()["requests"]
-        again = await run_sync(proctor, env, "judge", "run", "--session", str(driven.id))
+        again = await run_sync(proctor_env, env, "judge", "run", "--session", str(driven.id))
         calls_again = llm.stats()["requests"]
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
@@ -72,8 +58,8 @@ async def test_judge_run_scores_a_session_and_a_rerun_changes_nothing(
 
 def test_judge_run_refuses_a_bad_session_id(tmp_path: Path) -> None:
     env = {"PROCTOR_DATA_DIR": str(tmp_path)}
-    bad = proctor(env, "judge", "run", "--session", "not-a-uuid")
-    missing = proctor(env, "judge", "run", "--session", str(uuid.uuid4()))
+    bad = proctor_env(env, "judge", "run", "--session", "not-a-uuid")
+    missing = proctor_env(env, "judge", "run", "--session", str(uuid.uuid4()))
     assert bad.returncode == 2 and "--session: 'not-a-uuid' is not a session id" in bad.stderr
     assert missing.returncode == 1 and "no session" in missing.stderr
 
@@ -119,7 +105,7 @@ async def test_agreement_json_equals_scikit_learn_and_store_picks_the_default_ju
         "PROCTOR_JUDGE_MIN_CALIBRATION_N": "100",
     }
     result = await run_sync(
-        proctor,
+        proctor_env,
         env,
         "judge",
         "agreement",
@@ -168,11 +154,11 @@ async def test_agreement_json_equals_scikit_learn_and_store_picks_the_default_ju
 def test_agreement_reports_every_bad_row_with_its_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("answer_id,rater,score\na1,human,2\na1,judge,4\na2,human,x\n")
-    result = proctor({"PROCTOR_DATA_DIR": str(tmp_path)}, "judge", "agreement", str(path))
+    result = proctor_env({"PROCTOR_DATA_DIR": str(tmp_path)}, "judge", "agreement", str(path))
     assert result.returncode == 1
     assert f"{path}:3: score: '4' is not an integer 0-3" in result.stderr
     assert f"{path}:4: score: 'x' is not an integer 0-3" in result.stderr
-    missing = proctor(
+    missing = proctor_env(
         {"PROCTOR_DATA_DIR": str(tmp_path)}, "judge", "agreement", str(tmp_path / "nope.csv")
     )
     assert missing.returncode == 1 and "nope.csv" in missing.stderr

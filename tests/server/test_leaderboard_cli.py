@@ -17,12 +17,12 @@ from sqlalchemy import func, select
 
 from bank.models import Item
 from server.cli.leaderboard import print_leaderboard
-from server.database import create_engine, unit_of_work
 from tests.server.leaderboard.test_leaderboard_api import drive, register, settings_for
-from tests.server.scoring.scoring_harness import JUDGE_NAME as JUDGE
-from tests.server.test_judge_cli import proctor
 from tests.support.api import World, running_api
+from tests.support.cli import proctor_env
+from tests.support.database import database_session
 from tests.support.fake_llm import running_fake_llm
+from tests.support.sessions import JUDGE_NAME as JUDGE
 
 
 @pytest.fixture
@@ -60,9 +60,9 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
 ) -> None:
     *_, env = scored_world
     out_csv = tmp_path / "board.csv"
-    as_json = await run_sync(proctor, env, "leaderboard", "--json", "--csv", str(out_csv))
-    table = await run_sync(proctor, env, "leaderboard")
-    disciplines = await run_sync(proctor, env, "leaderboard", "--by-discipline", "--json")
+    as_json = await run_sync(proctor_env, env, "leaderboard", "--json", "--csv", str(out_csv))
+    table = await run_sync(proctor_env, env, "leaderboard")
+    disciplines = await run_sync(proctor_env, env, "leaderboard", "--by-discipline", "--json")
     assert as_json.returncode == 0, as_json.stderr
     board = json.loads(as_json.stdout)
     assert len(board["models"]) == 2 and board["judge"] == JUDGE
@@ -90,12 +90,12 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
     static = tmp_path / "static.csv"
     static.write_text(f"model,score\n{top['name']},40\n{second['name']},60\n", encoding="utf-8")
     compared = await run_sync(
-        proctor, env, "leaderboard", "--json", "--baselines", "--compare", str(static)
+        proctor_env, env, "leaderboard", "--json", "--baselines", "--compare", str(static)
     )
-    printed = await run_sync(proctor, env, "leaderboard", "--compare", str(static))
+    printed = await run_sync(proctor_env, env, "leaderboard", "--compare", str(static))
     broken = tmp_path / "broken.csv"
     broken.write_text("model,score\nx,high\n", encoding="utf-8")
-    refused = await run_sync(proctor, env, "leaderboard", "--compare", str(broken))
+    refused = await run_sync(proctor_env, env, "leaderboard", "--compare", str(broken))
     assert compared.returncode == 0, compared.stderr
     result = json.loads(compared.stdout)
     assert result["static_comparison"]["n_common"] == 2, result["static_comparison"]
@@ -110,7 +110,7 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
 
     # ReLE diagnostics of the discipline scores; RSA needs schemes for these disciplines
     plain = json.loads(
-        (await run_sync(proctor, env, "leaderboard", "--json", "--diagnostics")).stdout
+        (await run_sync(proctor_env, env, "leaderboard", "--json", "--diagnostics")).stdout
     )
     found = plain["diagnostics"]
     assert found["rsa"] is None and isinstance(found["anisotropy_index"], float)
@@ -122,27 +122,29 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
         json.dumps({f"only-{d}": {d: 1.0} for d in disciplines_of[:2]}), encoding="utf-8"
     )
     weighted = await run_sync(
-        proctor, env, "leaderboard", "--json", "--diagnostics", "--schemes", str(schemes)
+        proctor_env, env, "leaderboard", "--json", "--diagnostics", "--schemes", str(schemes)
     )
     assert weighted.returncode == 0, weighted.stderr
     rsa = json.loads(weighted.stdout)["diagnostics"]["rsa"]
     assert set(rsa) == {top["name"], second["name"]} and all(v in (0, 1) for v in rsa.values())
     schemes.write_text(json.dumps({"bad": {"no-such-discipline": 1.0}}), encoding="utf-8")
-    bad = await run_sync(proctor, env, "leaderboard", "--diagnostics", "--schemes", str(schemes))
+    bad = await run_sync(
+        proctor_env, env, "leaderboard", "--diagnostics", "--schemes", str(schemes)
+    )
     assert bad.returncode == 1 and "no-such-discipline" in bad.stderr
 
     # designating the second model: its R becomes 100; --top goes back; bad input refused
-    chosen = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"])
+    chosen = await run_sync(proctor_env, env, "admin", "set-anchor", second["model_id"])
     assert chosen.returncode == 0, chosen.stderr
-    anchored = json.loads((await run_sync(proctor, env, "leaderboard", "--json")).stdout)
+    anchored = json.loads((await run_sync(proctor_env, env, "leaderboard", "--json")).stdout)
     relative = {m["model_id"]: m["relative"]["mean"] for m in anchored["models"]}
     assert relative[second["model_id"]] == pytest.approx(100)
     assert anchored["anchor"]["designated"] is True
-    missing = await run_sync(proctor, env, "admin", "set-anchor", str(uuid.uuid4()))
-    both = await run_sync(proctor, env, "admin", "set-anchor", second["model_id"], "--top")
+    missing = await run_sync(proctor_env, env, "admin", "set-anchor", str(uuid.uuid4()))
+    both = await run_sync(proctor_env, env, "admin", "set-anchor", second["model_id"], "--top")
     assert missing.returncode == 1 and "no model" in missing.stderr
     assert both.returncode == 2
-    back = await run_sync(proctor, env, "admin", "set-anchor", "--top")
+    back = await run_sync(proctor_env, env, "admin", "set-anchor", "--top")
     assert back.returncode == 0 and "top model" in back.stdout
 
 
@@ -151,20 +153,16 @@ async def test_bank_anchor_set_withholds_families(
 ) -> None:
     db_url, _world = world_db
     env = {"PROCTOR_DATABASE_URL": db_url}
-    done = await run_sync(proctor, env, "bank", "anchor-set", "--size", "6", "--json")
-    too_many = await run_sync(proctor, env, "bank", "anchor-set", "--size", "100000")
+    done = await run_sync(proctor_env, env, "bank", "anchor-set", "--size", "6", "--json")
+    too_many = await run_sync(proctor_env, env, "bank", "anchor-set", "--size", "100000")
     assert done.returncode == 0, done.stderr
     change = json.loads(done.stdout)
     assert change["families"] == 6 and sum(change["by_discipline"].values()) == 6
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            families = await db.scalar(
-                select(func.count(func.distinct(Item.family_id))).where(Item.status == "anchor")
-            )
-            items = await db.scalar(select(func.count()).where(Item.status == "anchor"))
-    finally:
-        await engine.dispose()
+    async with database_session(db_url) as db:
+        families = await db.scalar(
+            select(func.count(func.distinct(Item.family_id))).where(Item.status == "anchor")
+        )
+        items = await db.scalar(select(func.count()).where(Item.status == "anchor"))
     assert families == 6 and items == change["items"]
     assert too_many.returncode == 1
     assert "cannot withhold 100000" in too_many.stderr

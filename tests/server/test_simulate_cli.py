@@ -8,9 +8,6 @@ and the tests read the finished results.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -20,9 +17,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from server.cli.main import app
+from tests.support.cli import Run, proctor
 from tests.support.paths import SHARED_DATA
-
-Run = subprocess.CompletedProcess[str]
 
 ACCURACY = {"m20": 0.2, "m35": 0.35, "m50": 0.5, "m65": 0.65, "m80": 0.8, "m95": 0.95}
 """Simulated models and their accuracies: well separated."""
@@ -34,17 +30,6 @@ RUNS = 4
 ALL = ["full", "uniform", "proportional", "neyman", "neyman-irt"]
 REQUIRED = {"items_mean", "saved_vs_full", "mae", "spearman", "kendall", "coverage"}
 MMLU_PRO = SHARED_DATA / "mmlu_pro"
-
-
-def proctor(*args: str) -> Run:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "server", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def item_id(j: int) -> str:

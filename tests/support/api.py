@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
 from tests.support.factories import make_bank, make_org
+from tests.support.ports import free_port
 
 JWT_SECRET = "test-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
 ROLES = ("admin", "evaluator", "vendor", "auditor")
@@ -160,11 +160,15 @@ async def open_session(
     return result
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+async def evaluator_session(
+    client: httpx.AsyncClient, org: Org, n_items: int | None = None
+) -> tuple[dict[str, str], str]:
+    """Log in as ``org``'s evaluator and open a session on ``org``'s model: the evaluator's
+    headers and the session id."""
+    assert org.model_id is not None
+    headers = await login(client, org.keys["evaluator"])
+    session = await open_session(client, headers, org.model_id, n_items=n_items)
+    return headers, str(session["id"])
 
 
 @dataclass

@@ -16,11 +16,13 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import Executable, Row
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from server.database import create_engine, upgrade
+from server.database import create_engine, unit_of_work, upgrade
 from tests.support.services import PostgresServer
 
 TEMPLATE_DB = "proctor_template"
@@ -129,3 +131,25 @@ def run_sync() -> Callable[..., object]:
         return await asyncio.to_thread(function, *args)
 
     return runner
+
+
+@asynccontextmanager
+async def database_session(db_url: str) -> AsyncIterator[AsyncSession]:
+    """One unit of work on a fresh engine for ``db_url``, disposed afterwards: for setting up
+    or reading back what a server under test sees, apart from its own engine."""
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            yield db
+    finally:
+        await engine.dispose()
+
+
+async def fetch_all(db_url: str, statement: Executable) -> list[Row[Any]]:
+    """The rows of ``statement``, run on a fresh engine for ``db_url`` (disposed afterwards)."""
+    engine = create_engine(db_url)
+    try:
+        async with engine.connect() as connection:
+            return list((await connection.execute(statement)).all())
+    finally:
+        await engine.dispose()

@@ -18,7 +18,7 @@ from server.orgs.service import create_org
 
 def mc_record(index: int, **overrides: Any) -> dict[str, Any]:
     """A valid canonical multiple-choice record, distinct for every ``index``."""
-    record: dict[str, Any] = {
+    return {
         "discipline": "Science",
         "subdiscipline": "Algebra",
         "qtype": "multiple_choice",
@@ -28,22 +28,20 @@ def mc_record(index: int, **overrides: Any) -> dict[str, Any]:
         "explanation": "Add the numbers.",
         "source": "unit test",
         "language": "en",
+        **overrides,
     }
-    record.update(overrides)
-    return record
 
 
 def open_record(index: int, **overrides: Any) -> dict[str, Any]:
     """A valid canonical short-answer record."""
-    record: dict[str, Any] = {
+    return {
         "discipline": "History",
         "subdiscipline": "Modern",
         "qtype": "short_answer",
         "question": f"Explain event number {index} and its causes in detail.",
         "answer": f"Reference answer {index}.",
+        **overrides,
     }
-    record.update(overrides)
-    return record
 
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> Path:

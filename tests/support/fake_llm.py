@@ -23,7 +23,7 @@ import httpx
 from fakellm.app import ServerConfig, create_app
 from server.threaded import serve_in_thread
 from tests.support.cpu_time import process_cpu_s
-from tests.support.services import free_port
+from tests.support.ports import free_port
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -32,8 +31,11 @@ SERVICE_MARKERS = {
 }
 
 
-def _binaries_missing(what: str, package: str) -> NoReturn:
-    """Skip the test (fail it when ``PROCTOR_REQUIRE_SERVICES=1``)."""
+def _installed(found: Path | None, what: str, package: str) -> Path:
+    """``found``; if it is ``None``, skip the test (fail it when
+    ``PROCTOR_REQUIRE_SERVICES=1``) with an install hint."""
+    if found is not None:
+        return found
     reason = (
         f"{what} not found (apt-get install {package}); tests needing it are skipped "
         f"unless {REQUIRE_SERVICES_ENV}=1, which makes this a failure"
@@ -46,19 +48,13 @@ def _binaries_missing(what: str, package: str) -> NoReturn:
 @pytest.fixture(scope="session")
 def postgres_bindir() -> Path:
     """Directory with the PostgreSQL server binaries (skips/fails if absent)."""
-    bindir = services.find_postgres_bindir()
-    if bindir is None:
-        _binaries_missing("PostgreSQL binaries", "postgresql")
-    return bindir
+    return _installed(services.find_postgres_bindir(), "PostgreSQL binaries", "postgresql")
 
 
 @pytest.fixture(scope="session")
 def redis_binary() -> Path:
     """Path of ``redis-server`` (skips/fails if absent)."""
-    binary = services.find_redis_server()
-    if binary is None:
-        _binaries_missing("Redis server binary", "redis-server")
-    return binary
+    return _installed(services.find_redis_server(), "Redis server binary", "redis-server")
 
 
 @pytest.fixture(scope="session")

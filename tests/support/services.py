@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tests.support.ports import free_port
+
 READY_TIMEOUT = 30.0
 """Seconds to wait for a server to accept connections."""
 
@@ -250,6 +252,27 @@ def _stop_postgres(bindir: Path, datadir: Path, account: pwd.struct_passwd | Non
         os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
 
 
+def stop_postgres_immediately(server: PostgresServer) -> None:
+    """``pg_ctl stop -m immediate``: the postmaster dies without a checkpoint (as in a crash)."""
+    _pg_ctl(server, "stop", "-m", "immediate", "-w", "-t", "20")
+
+
+def start_postgres_again(server: PostgresServer) -> None:
+    """``pg_ctl start`` on the same data directory and port; waits for crash recovery."""
+    log = server.socket_dir / "postgres.log"
+    _pg_ctl(server, "start", "-l", str(log), "-w", "-t", "30", "-o", f"-p {server.port}")
+    _wait_for_port(server.port, 30, what="PostgreSQL", log=log)
+
+
+def _pg_ctl(server: PostgresServer, *args: str, timeout: float = 60.0) -> None:
+    """Run ``pg_ctl ARGS`` on ``server``'s data directory (as the ``postgres`` system user when
+    we are root); a failure fails the test."""
+    datadir = server.socket_dir / "data"
+    cmd = [str(server.bindir / "pg_ctl"), *args, "-D", str(datadir)]
+    result = _run(_as_user(cmd, _service_account()), cwd=server.socket_dir, timeout=timeout)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 # --------------------------------------------------------------------------- #
 # Redis
 # --------------------------------------------------------------------------- #
@@ -286,24 +309,48 @@ def _start_redis(
     log = workdir / "redis.log"
     for attempt in range(1, _START_ATTEMPTS + 1):
         port = free_port()
-        cmd = [str(binary), "--save", "", "--appendonly", "no", "--port", str(port)]
-        cmd += ["--bind", "127.0.0.1", "--daemonize", "no", "--dir", str(workdir), *extra_args]
-        with log.open("ab") as log_file:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        proc = _popen_redis(binary, port, workdir, extra_args)
         procs.append(proc)
         if _wait_for_redis(proc, port, timeout):
             return port
         if _PORT_IN_USE not in _tail(log) or attempt == _START_ATTEMPTS:
             break
-    raise ServiceStartError(
-        f"redis-server failed to start (exit code {procs[-1].poll()}; command: {cmd})\n"
+    raise _redis_failed(procs[-1], log)
+
+
+def start_redis_on(
+    binary: Path, port: int, workdir: Path, timeout: float = READY_TIMEOUT
+) -> subprocess.Popen[bytes]:
+    """``redis-server`` on the given ``port`` with the settings of ``redis_server`` (for a test
+    that kills Redis and starts it again where the server under test expects it); returns
+    once it answers ``PING``. The caller stops the process."""
+    proc = _popen_redis(binary, port, workdir, ())
+    if not _wait_for_redis(proc, port, timeout):
+        raise _redis_failed(proc, workdir / "redis.log")
+    return proc
+
+
+def _popen_redis(
+    binary: Path, port: int, workdir: Path, extra_args: Sequence[str]
+) -> subprocess.Popen[bytes]:
+    """Start a non-persistent ``redis-server`` on 127.0.0.1:``port``, logging to
+    ``workdir/redis.log``; does not wait."""
+    cmd = [str(binary), "--save", "", "--appendonly", "no", "--port", str(port)]
+    cmd += ["--bind", "127.0.0.1", "--daemonize", "no", "--dir", str(workdir), *extra_args]
+    with (workdir / "redis.log").open("ab") as log_file:
+        return subprocess.Popen(
+            cmd,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _redis_failed(proc: subprocess.Popen[bytes], log: Path) -> ServiceStartError:
+    return ServiceStartError(
+        f"redis-server failed to start (exit code {proc.poll()}; command: {proc.args})\n"
         f"--- {log} (tail) ---\n{_tail(log)}"
     )
 
@@ -317,14 +364,15 @@ def _wait_for_redis(proc: subprocess.Popen[bytes], port: int, timeout: float) ->
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        if _redis_ping(port) and proc.poll() is None:
+        if redis_ping(port) and proc.poll() is None:
             return True
         time.sleep(0.02)
     _stop_processes([proc])
     raise ServiceStartError(f"redis-server did not answer PING within {timeout:.0f}s")
 
 
-def _redis_ping(port: int) -> bool:
+def redis_ping(port: int) -> bool:
+    """True if a Redis server on 127.0.0.1:``port`` answers ``PING``."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
             sock.sendall(b"PING\r\n")
@@ -344,13 +392,6 @@ def _stop_processes(procs: Sequence[subprocess.Popen[bytes]]) -> None:
 # --------------------------------------------------------------------------- #
 # Shared helpers
 # --------------------------------------------------------------------------- #
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _Teardown:

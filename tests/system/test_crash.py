@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -37,7 +36,7 @@ from redis.asyncio import Redis
 from sqlalchemy import func, select
 
 from server.audit.models import AuditEntry
-from server.database import create_engine, upgrade
+from server.database import upgrade
 from server.sessions.models import Answer, EvalSession
 from tests.support import services
 from tests.support.api import (
@@ -49,7 +48,8 @@ from tests.support.api import (
     open_session,
     seed_world,
 )
-from tests.support.database import new_postgres_database
+from tests.support.audit import wait_for_empty_spool
+from tests.support.database import fetch_all, new_postgres_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -114,18 +114,12 @@ async def drive(
 
 async def answer_rows(db_url: str, session_ids: list[str]) -> dict[str, list[tuple[int, str]]]:
     """``session id -> [(position, item id), ...]`` from the ``answers`` table, ordered."""
-    engine = create_engine(db_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(Answer.session_id, Answer.position, Answer.item_id)
-                    .where(Answer.session_id.in_([uuid.UUID(s) for s in session_ids]))
-                    .order_by(Answer.session_id, Answer.position)
-                )
-            ).all()
-    finally:
-        await engine.dispose()
+    rows = await fetch_all(
+        db_url,
+        select(Answer.session_id, Answer.position, Answer.item_id)
+        .where(Answer.session_id.in_([uuid.UUID(s) for s in session_ids]))
+        .order_by(Answer.session_id, Answer.position),
+    )
     found: dict[str, list[tuple[int, str]]] = {s: [] for s in session_ids}
     for sid, position, item_id in rows:
         found[str(sid)].append((position, str(item_id)))
@@ -134,61 +128,43 @@ async def answer_rows(db_url: str, session_ids: list[str]) -> dict[str, list[tup
 
 async def session_states(db_url: str, session_ids: list[str]) -> dict[str, tuple[str, int, int]]:
     """``session id -> (state, n_delivered, n_completed)``."""
-    engine = create_engine(db_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(
-                        EvalSession.id,
-                        EvalSession.state,
-                        EvalSession.n_delivered,
-                        EvalSession.n_completed,
-                    ).where(EvalSession.id.in_([uuid.UUID(s) for s in session_ids]))
-                )
-            ).all()
-    finally:
-        await engine.dispose()
+    rows = await fetch_all(
+        db_url,
+        select(
+            EvalSession.id,
+            EvalSession.state,
+            EvalSession.n_delivered,
+            EvalSession.n_completed,
+        ).where(EvalSession.id.in_([uuid.UUID(s) for s in session_ids])),
+    )
     return {str(r.id): (r.state, r.n_delivered, r.n_completed) for r in rows}
 
 
 async def audited_acks(db_url: str, session_ids: list[str]) -> dict[str, int]:
     """``session id -> audit rows of answers acknowledged with 201``."""
-    engine = create_engine(db_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(AuditEntry.session_id, func.count())
-                    .where(
-                        AuditEntry.session_id.in_([uuid.UUID(s) for s in session_ids]),
-                        AuditEntry.method == "POST",
-                        AuditEntry.route == "/v1/sessions/{session_id}/answers",
-                        AuditEntry.status == 201,
-                    )
-                    .group_by(AuditEntry.session_id)
-                )
-            ).all()
-    finally:
-        await engine.dispose()
+    rows = await fetch_all(
+        db_url,
+        select(AuditEntry.session_id, func.count())
+        .where(
+            AuditEntry.session_id.in_([uuid.UUID(s) for s in session_ids]),
+            AuditEntry.method == "POST",
+            AuditEntry.route == "/v1/sessions/{session_id}/answers",
+            AuditEntry.status == 201,
+        )
+        .group_by(AuditEntry.session_id),
+    )
     counts = {s: 0 for s in session_ids}
     counts.update({str(sid): n for sid, n in rows})
     return counts
 
 
 async def per_position_counts(db_url: str, sid: str) -> dict[int, int]:
-    engine = create_engine(db_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(Answer.position, func.count())
-                    .where(Answer.session_id == uuid.UUID(sid))
-                    .group_by(Answer.position)
-                )
-            ).all()
-    finally:
-        await engine.dispose()
+    rows = await fetch_all(
+        db_url,
+        select(Answer.position, func.count())
+        .where(Answer.session_id == uuid.UUID(sid))
+        .group_by(Answer.position),
+    )
     return {position: count for position, count in rows}
 
 
@@ -255,27 +231,6 @@ async def test_kill_9_keeps_the_pending_item_and_every_answer(
 N_CLIENTS = 20
 STORM_ITEMS = 10
 STOP_AFTER = 40
-
-
-def pg_ctl(server: services.PostgresServer, *args: str, timeout: float = 60.0) -> None:
-    """Run ``pg_ctl`` on ``server``'s data directory the way tests/support/services.py does (as the
-    ``postgres`` system user when we are root)."""
-    datadir = server.socket_dir / "data"
-    cmd = [str(server.bindir / "pg_ctl"), *args, "-D", str(datadir)]
-    account = services._service_account()
-    result = services._run(services._as_user(cmd, account), cwd=server.socket_dir, timeout=timeout)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def stop_postgres_immediately(server: services.PostgresServer) -> None:
-    pg_ctl(server, "stop", "-m", "immediate", "-w", "-t", "20")
-
-
-def start_postgres_again(server: services.PostgresServer) -> None:
-    """``pg_ctl start`` on the same data directory and port; waits for crash recovery."""
-    log = server.socket_dir / "postgres.log"
-    pg_ctl(server, "start", "-l", str(log), "-w", "-t", "30", "-o", f"-p {server.port}")
-    services._wait_for_port(server.port, 30, what="PostgreSQL", log=log)
 
 
 @dataclass
@@ -356,36 +311,11 @@ async def probe_openapi(client: httpx.AsyncClient, stop: asyncio.Event) -> Count
 
 async def audited_statuses(db_url: str) -> Counter[int]:
     """``status -> requests`` in ``audit_log`` (folded rows count their repeats)."""
-    engine = create_engine(db_url)
-    try:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(AuditEntry.status, func.sum(AuditEntry.repeats)).group_by(
-                        AuditEntry.status
-                    )
-                )
-            ).all()
-    finally:
-        await engine.dispose()
+    rows = await fetch_all(
+        db_url,
+        select(AuditEntry.status, func.sum(AuditEntry.repeats)).group_by(AuditEntry.status),
+    )
     return Counter({status: int(n) for status, n in rows})
-
-
-SPOOL_REPLAY_TIMEOUT_S = 30.0
-
-
-def spool_files(spool: Path) -> list[Path]:
-    """The audit spool files waiting in ``spool``."""
-    return sorted(spool.glob("*.jsonl"))
-
-
-async def wait_for_empty_spool(spool: Path) -> float:
-    """Wait until no spool file is left in ``spool`` (the server replayed them); seconds."""
-    t0 = time.monotonic()
-    while await asyncio.to_thread(spool_files, spool):
-        assert time.monotonic() - t0 < SPOOL_REPLAY_TIMEOUT_S, "the spool was not replayed"
-        await asyncio.sleep(0.1)
-    return time.monotonic() - t0
 
 
 async def resume(client: httpx.AsyncClient, d: Driver, answered: int) -> Counter[str]:
@@ -459,7 +389,7 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
                     assert time.monotonic() - t_storm < 20, "the storm is too slow"
                     await asyncio.sleep(0.01)
                 t_stop = time.monotonic()
-                await asyncio.to_thread(stop_postgres_immediately, pg)
+                await asyncio.to_thread(services.stop_postgres_immediately, pg)
                 t_stopped = time.monotonic()
                 openapi = asyncio.create_task(probe_openapi(client, stop))
                 await asyncio.sleep(1.0)  # the clients keep hammering a server without database
@@ -482,7 +412,7 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
                 assert sum(d.without_retry_after for d in drivers) == 0
                 assert set(openapi_statuses) == {"200"}, openapi_statuses
 
-                await asyncio.to_thread(start_postgres_again, pg)
+                await asyncio.to_thread(services.start_postgres_again, pg)
                 t_back = time.monotonic()
                 # The audit rows answered meanwhile were spooled; the server replays them.
                 replay_s = await wait_for_empty_spool(spool)
@@ -546,32 +476,6 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
 # --------------------------------------------------------------------------- #
 
 
-def redis_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def start_redis_on(binary: Path, port: int, workdir: Path) -> subprocess.Popen[bytes]:
-    """``redis-server`` on ``port`` with the settings tests/support/services.py uses."""
-    cmd = [str(binary), "--save", "", "--appendonly", "no", "--port", str(port)]
-    cmd += ["--bind", "127.0.0.1", "--daemonize", "no", "--dir", str(workdir)]
-    with (workdir / "redis.log").open("ab") as log:
-        process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir
-        )
-    deadline = time.monotonic() + 20
-    while not redis_ping(port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError((workdir / "redis.log").read_text()[-2000:])
-        time.sleep(0.02)
-    return process
-
-
 async def test_redis_restart_mid_session_loses_nothing_and_keeps_the_lease(
     postgres_server: services.PostgresServer,
     postgres_template: str,
@@ -599,7 +503,7 @@ async def test_redis_restart_mid_session_loses_nothing_and_keeps_the_lease(
                     await probe.aclose()
                     os.kill(pid, signal.SIGKILL)
                     deadline = time.monotonic() + 10
-                    while redis_ping(redis_info.port):
+                    while services.redis_ping(redis_info.port):
                         assert time.monotonic() < deadline, "redis did not die"
                         await asyncio.sleep(0.02)
 
@@ -607,7 +511,7 @@ async def test_redis_restart_mid_session_loses_nothing_and_keeps_the_lease(
                     during = await drive(client, headers, sid, limit=2)
 
                     restarted = await asyncio.to_thread(
-                        start_redis_on, redis_binary, redis_info.port, tmp_path
+                        services.start_redis_on, redis_binary, redis_info.port, tmp_path
                     )
                     probe = Redis.from_url(redis_info.url)
                     assert not await probe.keys("proctor:rl:*")  # a fresh, empty Redis

@@ -21,7 +21,7 @@ from server.auth.permissions import PLATFORM_ROLES
 from server.auth.service import create_api_key
 from server.database import create_engine, unit_of_work
 from server.errors import InvalidInput
-from tests.support.api import ORG_ROLES, World, login, open_session
+from tests.support.api import ORG_ROLES, World, evaluator_session, login, open_session
 
 REFUSED = (403, 404)
 
@@ -122,8 +122,7 @@ async def test_session_scoped_token_is_confined_to_its_session(
 ) -> None:
     client, world, _ = api
     assert world.a.model_id is not None
-    a_eval = await login(client, world.a.keys["evaluator"])
-    own = (await open_session(client, a_eval, world.a.model_id, n_items=3))["id"]
+    a_eval, own = await evaluator_session(client, world.a, n_items=3)
     other = (await open_session(client, a_eval, world.a.model_id, n_items=3))["id"]
     scoped = await login(client, world.a.keys["evaluator"], session_id=own)
 
@@ -153,9 +152,7 @@ async def test_org_b_cannot_scope_a_token_to_org_a_session(
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    assert world.a.model_id is not None
-    a_eval = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, a_eval, world.a.model_id, n_items=3))["id"]
+    _, sid = await evaluator_session(client, world.a, n_items=3)
     response = await client.post(
         "/v1/auth/token", json={"api_key": world.b.keys["evaluator"], "session_id": sid}
     )

@@ -933,17 +933,23 @@ def _assert_problem(response: httpx.Response, status: int) -> None:
     assert response.json()["status"] == status
 
 
+def json_headers_for(app: LiveApp, world: World, path: str) -> dict[str, str]:
+    """JSON request headers for ``path``: with an admin's bearer token unless ``path`` is the
+    token exchange itself."""
+    headers = {"content-type": "application/json"}
+    if path != "/v1/auth/token":
+        login = json.dumps({"api_key": world.a.keys["admin"]})
+        token, _ = app.request("POST", "/v1/auth/token", content=login, headers=headers)
+        headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    return headers
+
+
 @pytest.mark.parametrize("path", ["/v1/auth/token", "/v1/models"])
 def test_oversized_body_with_content_length_is_refused_unread(
     limited: tuple[LiveApp, World], path: str
 ) -> None:
     app, world = limited
-    headers = {"content-type": "application/json"}
-    if path != "/v1/auth/token":
-        key = world.a.keys["admin"]
-        login = json.dumps({"api_key": key})
-        token, _ = app.request("POST", "/v1/auth/token", content=login, headers=headers)
-        headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    headers = json_headers_for(app, world, path)
     chunks, size = 16, 8 * 1024  # 128 KiB
     declared = {**headers, "content-length": str(chunks * size)}
     response, pulled = app.streamed("POST", path, chunks=chunks, chunk_size=size, headers=declared)
@@ -957,12 +963,7 @@ def test_oversized_body_with_content_length_is_refused_unread(
 @pytest.mark.parametrize("path", ["/v1/auth/token", "/v1/models"])
 def test_oversized_chunked_body_is_refused(limited: tuple[LiveApp, World], path: str) -> None:
     app, world = limited
-    headers = {"content-type": "application/json"}
-    if path != "/v1/auth/token":
-        key = world.a.keys["admin"]
-        login = json.dumps({"api_key": key})
-        token, _ = app.request("POST", "/v1/auth/token", content=login, headers=headers)
-        headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    headers = json_headers_for(app, world, path)
     chunks, size = 128, 8 * 1024  # 1 MiB, no Content-Length
     response, pulled = app.streamed("POST", path, chunks=chunks, chunk_size=size, headers=headers)
     _assert_problem(response, 413)

@@ -108,6 +108,18 @@ def trickle(tricklers: list[Trickler], *, limit_s: float, midway: float | None =
     return time.monotonic() - start
 
 
+def trickle_until_closed(sock: socket.socket, data: bytes, *, limit_s: float) -> Trickler:
+    """Trickle ``data`` on the connected ``sock`` (see ``trickle``) and close it afterwards;
+    the ``Trickler`` with what was sent, received and when the server closed."""
+    sock.setblocking(False)
+    trickler = Trickler(sock, data, time.monotonic())
+    try:
+        trickle([trickler], limit_s=limit_s)
+    finally:
+        sock.close()
+    return trickler
+
+
 def close_all(tricklers: list[Trickler]) -> None:
     for t in tricklers:
         t.sock.close()
@@ -148,12 +160,9 @@ def test_slow_body_is_cut_off_after_the_body_deadline(server: LiveServer) -> Non
         b"Content-Length: 1000\r\n\r\n"
     )
     sock.sendall(head)
-    sock.setblocking(False)
-    body = Trickler(sock, b'{"api_key": "' + b"k" * 984 + b'"}', time.monotonic())
-    try:
-        trickle([body], limit_s=BODY_TIMEOUT_S + MARGIN_S)
-    finally:
-        sock.close()
+    body = trickle_until_closed(
+        sock, b'{"api_key": "' + b"k" * 984 + b'"}', limit_s=BODY_TIMEOUT_S + MARGIN_S
+    )
 
     print(f"body deadline {BODY_TIMEOUT_S} s: closed after {body.closed_after} s, {body.sent} B")
     assert body.closed_after is not None, "a trickled body was never cut off"
@@ -169,12 +178,7 @@ def test_stray_bytes_between_requests_do_not_hold_a_connection(server: LiveServe
     sock.sendall(b"GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n")
     response = read_response(sock)
     assert response.startswith(b"HTTP/1.1 401 "), response[:200]
-    sock.setblocking(False)
-    stray = Trickler(sock, b"\r\n" * 100, time.monotonic())
-    try:
-        trickle([stray], limit_s=HEADER_TIMEOUT_S + MARGIN_S)
-    finally:
-        sock.close()
+    stray = trickle_until_closed(sock, b"\r\n" * 100, limit_s=HEADER_TIMEOUT_S + MARGIN_S)
 
     print(f"stray CRLFs: closed after {stray.closed_after} s, {stray.sent} B")
     assert stray.closed_after is not None, "stray bytes held the connection open"

@@ -43,6 +43,7 @@ from clients.llm.chat import (
     backoff_delay,
     parse_retry_after,
 )
+from tests.support.ports import free_port
 
 API_KEY = "sk-test-SECRET-4f9c2a"
 MESSAGES = [{"role": "user", "content": "Is 2 + 2 = 4?"}]
@@ -209,13 +210,6 @@ def endpoint(scenario: Scenario, **overrides: Any) -> ChatEndpoint:
     values: dict[str, Any] = {"base_url": scenario.base_url, "model": "judge-model"}
     values.update(overrides)
     return ChatEndpoint(**values)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 # --------------------------------------------------------------------------- #

@@ -11,38 +11,19 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from server.audit.models import AuditEntry
-from server.database import create_engine, unit_of_work
+from server.database import create_engine
 from tests.support.api import World, login, open_session
+from tests.support.audit import audit_rows, last_audit_id
 
 Api = tuple[httpx.AsyncClient, World, FastAPI]
 WorldDb = tuple[str, World]
 ANSWER_TEXT = "zebra-quokka-7781-distinctive-answer"
 DUPLICATE_TEXT = "narwhal-axolotl-9912-second-answer"
 MALFORMED_TEXT = "ocelot-tapir-4417-malformed-answer"
-
-
-async def audit_rows(db_url: str, after: int = 0) -> list[AuditEntry]:
-    """Audit rows with an id above ``after``, oldest first, read on a separate engine."""
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            statement = select(AuditEntry).where(AuditEntry.id > after).order_by(AuditEntry.id)
-            return list((await db.execute(statement)).scalars().all())
-    finally:
-        await engine.dispose()
-
-
-async def last_audit_id(db_url: str) -> int:
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            return int(await db.scalar(select(func.coalesce(func.max(AuditEntry.id), 0))) or 0)
-    finally:
-        await engine.dispose()
 
 
 def columns(row: AuditEntry) -> Iterator[tuple[str, str]]:

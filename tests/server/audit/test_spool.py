@@ -21,15 +21,9 @@ import pytest
 from server.audit.spool import Spool, decode_rows
 from server.audit.writer import AuditWriter, database_tag
 from server.database import create_engine, upgrade
-from tests.server.audit.test_audit import audit_rows, last_audit_id
 from tests.support import services
 from tests.support.api import login, running_api, seed_world, test_settings
-from tests.system.test_crash import (
-    spool_files,
-    start_postgres_again,
-    stop_postgres_immediately,
-    wait_for_empty_spool,
-)
+from tests.support.audit import audit_rows, last_audit_id, spool_files, wait_for_empty_spool
 
 pytestmark = [pytest.mark.postgres]
 
@@ -60,11 +54,11 @@ class Outage:
         self.down = False
 
     async def stop(self) -> None:
-        await asyncio.to_thread(stop_postgres_immediately, self.pg)
+        await asyncio.to_thread(services.stop_postgres_immediately, self.pg)
         self.down = True
 
     async def restart(self) -> None:
-        await asyncio.to_thread(start_postgres_again, self.pg)
+        await asyncio.to_thread(services.start_postgres_again, self.pg)
         self.down = False
 
 

@@ -12,7 +12,14 @@ import jwt
 import pytest
 from fastapi import FastAPI
 
-from tests.support.api import World, login, open_session, running_api, unique_address
+from tests.support.api import (
+    World,
+    evaluator_session,
+    login,
+    open_session,
+    running_api,
+    unique_address,
+)
 from tests.support.api import test_settings as make_settings
 from tests.support.services import RedisServer
 
@@ -106,8 +113,7 @@ async def test_rate_limit_on_key_exchange(
 
 async def test_session_scoped_token(api: Api) -> None:
     client, world, _ = api
-    evaluator = await login(client, world.a.keys["evaluator"])
-    mine = (await open_session(client, evaluator, world.a.model_id, n_items=3))["id"]
+    evaluator, mine = await evaluator_session(client, world.a, n_items=3)
     other = (await open_session(client, evaluator, world.a.model_id, n_items=3))["id"]
     scoped = await login(client, world.a.keys["evaluator"], session_id=mine)
     assert claims_of(scoped)["sid"] == mine
@@ -143,8 +149,7 @@ async def test_session_scoped_token(api: Api) -> None:
 
 async def test_session_scoped_token_for_another_org_is_not_issued(api: Api) -> None:
     client, world, _ = api
-    theirs = await login(client, world.b.keys["evaluator"])
-    sid = (await open_session(client, theirs, world.b.model_id, n_items=3))["id"]
+    _, sid = await evaluator_session(client, world.b, n_items=3)
     for session_id in (sid, str(uuid.uuid4())):
         response = await client.post(
             "/v1/auth/token",

@@ -23,8 +23,9 @@ from server.database import create_engine, unit_of_work
 from server.errors import Conflict, InvalidInput
 from server.orgs.models import Organisation
 from server.orgs.service import create_org, find_operator_org
-from tests.server.test_bank_cli import proctor
 from tests.support.api import ORG_ROLES, World, login
+from tests.support.cli import proctor_db
+from tests.support.database import database_session
 
 
 @pytest.fixture
@@ -115,13 +116,9 @@ async def test_a_legacy_platform_key_of_another_org_gets_no_token(
 ) -> None:
     db_url, world = world_db
     client, _, _ = api
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            legacy_id, legacy = await insert_legacy_key(db, org_id=world.b.id, role=role.value)
-            _, on_operator = await insert_legacy_key(db, org_id=world.a.id, role=role.value)
-    finally:
-        await engine.dispose()
+    async with database_session(db_url) as db:
+        legacy_id, legacy = await insert_legacy_key(db, org_id=world.b.id, role=role.value)
+        _, on_operator = await insert_legacy_key(db, org_id=world.a.id, role=role.value)
 
     with caplog.at_level(logging.WARNING, logger="server.auth.service"):
         refused = await client.post("/v1/auth/token", json={"api_key": legacy})
@@ -142,7 +139,7 @@ async def test_cli_refuses_a_platform_key_outside_the_operator_org_and_warns_ins
     fresh_db_url: str, run_sync: Callable[..., Awaitable[object]]
 ) -> None:
     async def admin(*args: str) -> subprocess.CompletedProcess[str]:
-        result = await run_sync(lambda: proctor(fresh_db_url, "admin", *args, check=False))
+        result = await run_sync(lambda: proctor_db(fresh_db_url, "admin", *args, check=False))
         assert isinstance(result, subprocess.CompletedProcess)
         return result
 

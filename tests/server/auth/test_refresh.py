@@ -5,16 +5,14 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from tests.support.api import World, login, open_session
+from tests.support.api import World, evaluator_session, login
 
 
 async def test_a_renewed_token_keeps_driving_its_session_and_the_old_one_dies(
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    assert world.a.model_id is not None
-    evaluator = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, evaluator, world.a.model_id, n_items=3))["id"]
+    _, sid = await evaluator_session(client, world.a, n_items=3)
     old = await login(client, world.a.keys["vendor"], sid)
     item = (await client.get(f"/v1/sessions/{sid}/next", headers=old)).json()
 
@@ -45,9 +43,7 @@ async def test_a_lost_refresh_response_does_not_lock_the_client_out_of_its_sessi
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    assert world.a.model_id is not None
-    evaluator = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, evaluator, world.a.model_id, n_items=3))["id"]
+    _, sid = await evaluator_session(client, world.a, n_items=3)
     old = await login(client, world.a.keys["vendor"])
     item = (await client.get(f"/v1/sessions/{sid}/next", headers=old)).json()
     # the refresh happens on the server, but its response never reaches the client ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,24 +19,18 @@ from bank.anchor_set import designate_anchor_set
 from bank.models import Item
 from server.database import create_engine, unit_of_work
 from server.sessions.modes import replay_mask
-from tests.server.scoring.scoring_harness import (
+from tests.support.api import World, login, running_api, seed_world
+from tests.support.fake_llm import FakeLlm
+from tests.support.sessions import (
     answer_for,
+    answer_items,
     judged_settings,
     load_item,
-    table_counts,
     verdicts,
-    wait_until,
+    wait_until_scored,
 )
-from tests.support.api import World, login, running_api, seed_world
-from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 PUBLIC_ONLY = {"latency", "cost", "contamination", "organisation"}
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    with running_fake_llm() as server:
-        yield server
 
 
 @pytest.fixture
@@ -80,35 +74,17 @@ async def drive(
     assert opened.json()["mode"] == mode
     driven = Driven(uuid.UUID(opened.json()["id"]))
     headers = await login(client, keys["vendor"], driven.id)
-    engine = create_engine(db_url)
-    try:
-        while (
-            got := await client.get(f"/v1/sessions/{driven.id}/next", headers=headers)
-        ).status_code == 200:
-            delivered = got.json()
-            async with unit_of_work(engine) as db:
-                item = await db.get(Item, uuid.UUID(delivered["item_id"]))
-            assert item is not None
-            position = delivered["position"]
-            right = correct(position)
-            text = answer(item, position) if answer else answer_for(item, right)
-            body: dict[str, Any] = {"position": position, "item_id": str(item.id), "answer": text}
-            if usage is not None:
-                body["usage"] = usage
-            posted = await client.post(
-                f"/v1/sessions/{driven.id}/answers", json=body, headers=headers
-            )
-            assert posted.status_code == 201, posted.text
-            driven.scores.append(3 if right else 0)
-            driven.disciplines.append(item.discipline)
-        assert got.status_code == 204, got.text
-    finally:
-        await engine.dispose()
-
-    async def scored() -> bool:
-        return bool((await table_counts(db_url, driven.id))["state"] == "scored")
-
-    await wait_until(scored, within_s=60, what=f"session {driven.id} scored")
+    answered = await answer_items(
+        client,
+        db_url,
+        driven.id,
+        headers,
+        answer or (lambda item, position: answer_for(item, correct(position))),
+        usage=usage,
+    )
+    driven.scores = [3 if correct(a.position) else 0 for a in answered]
+    driven.disciplines = [a.item.discipline for a in answered]
+    await wait_until_scored(db_url, driven.id, within_s=60)
     return driven
 
 

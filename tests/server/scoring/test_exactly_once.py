@@ -22,10 +22,11 @@ from sqlalchemy import func, select
 from fakellm.app import ServerConfig
 from server.database import create_engine, unit_of_work
 from server.scoring.models import ScoringJob, Verdict
-from tests.server.scoring.scoring_harness import drive_session, table_counts, wait_until
 from tests.support import services
 from tests.support.api import JWT_SECRET, World, running_api, test_settings
 from tests.support.fake_llm import FakeLlm, running_fake_llm
+from tests.support.ports import free_port
+from tests.support.sessions import drive_session, table_counts, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 JUDGE = "judge-v1"
@@ -146,33 +147,11 @@ async def _scored(db_url: str, session_id: uuid.UUID) -> dict[str, Any] | None:
 @contextmanager
 def restartable_redis(binary: Path, workdir: Path) -> Iterator[Any]:
     """A Redis server on a fixed port that the test can stop and start again."""
-    port = services.free_port()
+    port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
-        proc = subprocess.Popen(
-            [
-                str(binary),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        procs.append(proc)
-        deadline = time.monotonic() + 10
-        while not services._redis_ping(port):
-            assert time.monotonic() < deadline, "redis did not start"
-            time.sleep(0.02)
+        procs.append(services.start_redis_on(binary, port, workdir))
 
     def stop() -> None:
         procs[-1].kill()

@@ -12,43 +12,30 @@ not open to vendors, and their estimate is hidden from non-platform roles until 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.server.scoring.scoring_harness import (
+from tests.support.api import World, login, open_session, running_api
+from tests.support.fake_llm import FakeLlm
+from tests.support.sessions import (
     answer_for,
+    answer_items,
     judged_settings,
-    load_item,
     wait_until,
 )
-from tests.support.api import World, login, open_session, running_api
-from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 LEASE_IDLE_S = 0.2
 VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id"}
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    with running_fake_llm() as server:
-        yield server
-
-
 async def answer_first_item(
     client: httpx.AsyncClient, db_url: str, headers: dict[str, str], sid: str, *, right: bool
 ) -> None:
-    delivered = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
-    item = await load_item(db_url, delivered["item_id"])
-    body = {
-        "position": delivered["position"],
-        "item_id": delivered["item_id"],
-        "answer": answer_for(item, right),
-    }
-    posted = await client.post(f"/v1/sessions/{sid}/answers", json=body, headers=headers)
-    assert posted.status_code == 201, posted.text
+    answered = await answer_items(
+        client, db_url, sid, headers, lambda item, _: answer_for(item, right), limit=1
+    )
+    assert len(answered) == 1
 
 
 def stable(document: Any) -> Any:

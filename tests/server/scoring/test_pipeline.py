@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from fakellm.app import ServerConfig
@@ -19,22 +17,16 @@ from server.scoring import service
 from server.scoring.models import ScoringJob
 from server.scoring.worker import ScoringWorker
 from server.sessions.models import Answer
-from tests.server.scoring.scoring_harness import (
+from tests.support.api import World, login, running_api, test_settings
+from tests.support.fake_llm import FakeLlm, running_fake_llm
+from tests.support.sessions import (
     drive_session,
     table_counts,
     verdicts,
     wait_until,
 )
-from tests.support.api import World, login, running_api, test_settings
-from tests.support.fake_llm import FakeLlm, running_fake_llm
 
 JUDGE = "judge-v1"
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    with running_fake_llm() as server:
-        yield server
 
 
 def judge_settings(db_url: str, llm: FakeLlm, model: str = "judge", **extra: Any) -> Any:

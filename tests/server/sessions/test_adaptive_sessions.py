@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,20 +19,14 @@ from bank.models import Exposure, Item, SampleItem
 from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveRun, EvalSession
-from tests.server.scoring.scoring_harness import (
-    answer_for,
-    judged_settings,
-    table_counts,
-    wait_until,
-)
 from tests.support.api import World, login, running_api, seed_world
-from tests.support.fake_llm import FakeLlm, running_fake_llm
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLlm]:
-    with running_fake_llm() as server:
-        yield server
+from tests.support.fake_llm import FakeLlm
+from tests.support.sessions import (
+    answer_for,
+    answer_items,
+    judged_settings,
+    wait_until_scored,
+)
 
 
 @pytest.fixture
@@ -73,33 +67,11 @@ async def run_session(
     opened = await client.post("/v1/sessions", json=body, headers=evaluator)
     assert opened.status_code == 201, opened.text
     run = Run(uuid.UUID(opened.json()["id"]), opened.json())
-    engine = create_engine(db_url)
-    try:
-        while (
-            got := await client.get(f"/v1/sessions/{run.id}/next", headers=evaluator)
-        ).status_code == 200:
-            item_out = got.json()
-            async with unit_of_work(engine) as db:
-                item = await db.get(Item, uuid.UUID(item_out["item_id"]))
-            assert item is not None
-            run.delivered.append(item_out)
-            answer = {
-                "position": item_out["position"],
-                "item_id": item_out["item_id"],
-                "answer": answer_for(item, correct(item)),
-            }
-            posted = await client.post(
-                f"/v1/sessions/{run.id}/answers", json=answer, headers=evaluator
-            )
-            assert posted.status_code == 201, posted.text
-        assert got.status_code == 204, got.text
-    finally:
-        await engine.dispose()
-
-    async def scored() -> bool:
-        return bool((await table_counts(db_url, run.id))["state"] == "scored")
-
-    await wait_until(scored, within_s=90, what=f"session {run.id} scored")
+    answered = await answer_items(
+        client, db_url, run.id, evaluator, lambda item, _: answer_for(item, correct(item))
+    )
+    run.delivered = [a.shown for a in answered]
+    await wait_until_scored(db_url, run.id, within_s=90)
     run.final = (await client.get(f"/v1/sessions/{run.id}", headers=evaluator)).json()
     return run
 

@@ -9,30 +9,33 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 
 from bank.models import Exposure, SampleItem
-from server.database import create_engine, unit_of_work
 from server.sessions.models import EvalSession
 from server.sessions.service import expire_overdue
-from tests.support.api import World, login, open_session, running_api, test_settings
+from tests.support.api import (
+    World,
+    evaluator_session,
+    login,
+    open_session,
+    running_api,
+    test_settings,
+)
+from tests.support.database import database_session
 
 
 async def _held_families(db_url: str, org_id: uuid.UUID) -> tuple[int, int]:
     """(delivered, reserved-only) families held for ``org_id``."""
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            rows = (
-                (
-                    await db.execute(
-                        select(Exposure.delivered_at.is_not(None), func.count())
-                        .where(Exposure.org_id == org_id)
-                        .group_by(Exposure.delivered_at.is_not(None))
-                    )
+    async with database_session(db_url) as db:
+        rows = (
+            (
+                await db.execute(
+                    select(Exposure.delivered_at.is_not(None), func.count())
+                    .where(Exposure.org_id == org_id)
+                    .group_by(Exposure.delivered_at.is_not(None))
                 )
-                .tuples()
-                .all()
             )
-    finally:
-        await engine.dispose()
+            .tuples()
+            .all()
+        )
     counts = {bool(k): n for k, n in rows}
     return counts.get(True, 0), counts.get(False, 0)
 
@@ -66,8 +69,7 @@ async def test_session_size_is_bounded(world_db: tuple[str, World]) -> None:
 async def test_pending_window_of_two(world_db: tuple[str, World]) -> None:
     db_url, world = world_db
     async with running_api(test_settings(db_url, pending_window=2)) as (_, client):
-        headers = await login(client, world.a.keys["evaluator"])
-        sid = (await open_session(client, headers, world.a.model_id, n_items=4))["id"]
+        headers, sid = await evaluator_session(client, world.a, n_items=4)
         first = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
         second = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
         third = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
@@ -115,15 +117,11 @@ async def test_expired_sessions_release_items_and_refuse_work(world_db: tuple[st
         session = await open_session(client, headers, world.a.model_id, n_items=5)
         sid = session["id"]
         item = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
-        engine = create_engine(db_url)
-        try:
-            async with unit_of_work(engine) as db:
-                later = datetime.now(UTC) + timedelta(seconds=11)
-                assert await expire_overdue(db, now=later) == 1
-                record = await db.get(EvalSession, uuid.UUID(sid))
-                assert record is not None and record.state == "expired"
-        finally:
-            await engine.dispose()
+        async with database_session(db_url) as db:
+            later = datetime.now(UTC) + timedelta(seconds=11)
+            assert await expire_overdue(db, now=later) == 1
+            record = await db.get(EvalSession, uuid.UUID(sid))
+            assert record is not None and record.state == "expired"
         assert await _held_families(db_url, world.a.id) == (1, 0)
         body = {"position": item["position"], "item_id": item["item_id"], "answer": "x"}
         late = await client.post(f"/v1/sessions/{sid}/answers", json=body, headers=headers)
@@ -149,23 +147,19 @@ async def test_released_families_can_be_sampled_again(world_db: tuple[str, World
         await client.post(f"/v1/admin/sessions/{first['id']}/abort", headers=admin)
         second = await open_session(client, headers, world.a.model_id, n_items=100_000)
     assert second["n_items"] == total - 1
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            samples = {
-                s: set(
-                    (
-                        await db.execute(
-                            select(SampleItem.family_id)
-                            .join(EvalSession, EvalSession.sample_id == SampleItem.sample_id)
-                            .where(EvalSession.id == uuid.UUID(s))
-                        )
-                    ).scalars()
-                )
-                for s in (first["id"], second["id"])
-            }
-    finally:
-        await engine.dispose()
+    async with database_session(db_url) as db:
+        samples = {
+            s: set(
+                (
+                    await db.execute(
+                        select(SampleItem.family_id)
+                        .join(EvalSession, EvalSession.sample_id == SampleItem.sample_id)
+                        .where(EvalSession.id == uuid.UUID(s))
+                    )
+                ).scalars()
+            )
+            for s in (first["id"], second["id"])
+        }
     assert len(samples[first["id"]] - samples[second["id"]]) == 1
 
 

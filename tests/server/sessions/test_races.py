@@ -11,15 +11,15 @@ from sqlalchemy import func, select
 
 from server.database import create_engine, unit_of_work
 from server.sessions.models import Answer, EvalSession
-from tests.support.api import World, login, open_session, running_api, test_settings
+from tests.support.api import World, evaluator_session, login, running_api, test_settings
+from tests.support.database import database_session
 
 
 async def test_fifty_identical_answers_make_one(
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    headers = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, headers, world.a.model_id, n_items=3))["id"]
+    headers, sid = await evaluator_session(client, world.a, n_items=3)
     item = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
     body = {"position": item["position"], "item_id": item["item_id"], "answer": "A"}
     responses = await asyncio.gather(
@@ -35,8 +35,7 @@ async def test_fifty_concurrent_next_give_one_pending_item(
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    headers = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, headers, world.a.model_id, n_items=5))["id"]
+    headers, sid = await evaluator_session(client, world.a, n_items=5)
     responses = await asyncio.gather(
         *(client.get(f"/v1/sessions/{sid}/next", headers=headers) for _ in range(50))
     )
@@ -60,16 +59,10 @@ async def test_concurrent_session_creation_never_exceeds_the_quota(
     assert statuses == [201] * 3 + [409] * 9, statuses
     refused = next(r for r in responses if r.status_code == 409).json()
     assert refused["title"] == "Quota exhausted" and "3 open sessions" in refused["detail"]
-    engine = create_engine(db_url)
-    try:
-        async with unit_of_work(engine) as db:
-            n = await db.scalar(
-                select(func.count())
-                .select_from(EvalSession)
-                .where(EvalSession.org_id == world.a.id)
-            )
-    finally:
-        await engine.dispose()
+    async with database_session(db_url) as db:
+        n = await db.scalar(
+            select(func.count()).select_from(EvalSession).where(EvalSession.org_id == world.a.id)
+        )
     assert n == 3
 
 
@@ -78,9 +71,8 @@ async def test_two_clients_on_one_session(world_db: tuple[str, World]) -> None:
     (The lease is 2 s: at 0.5 s a busy CI machine let it lapse between two requests.)"""
     db_url, world = world_db
     async with running_api(test_settings(db_url, lease_idle_s=2.0)) as (_, client):
-        first = await login(client, world.a.keys["evaluator"])
+        first, sid = await evaluator_session(client, world.a, n_items=3)
         second = await login(client, world.a.keys["evaluator"])
-        sid = (await open_session(client, first, world.a.model_id, n_items=3))["id"]
         item = (await client.get(f"/v1/sessions/{sid}/next", headers=first)).json()
         refused = await client.get(f"/v1/sessions/{sid}/next", headers=second)
         assert refused.status_code == 403 and "session in use" in refused.json()["detail"]
@@ -99,8 +91,7 @@ async def test_answers_survive_only_once_per_position(
 ) -> None:
     """Racing answers for different positions: only the pending one is accepted."""
     client, world, _ = api
-    headers = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, headers, world.a.model_id, n_items=4))["id"]
+    headers, sid = await evaluator_session(client, world.a, n_items=4)
     item = (await client.get(f"/v1/sessions/{sid}/next", headers=headers)).json()
     bodies = [
         {"position": p, "item_id": item["item_id"] if p == 0 else str(uuid.uuid4()), "answer": "x"}

@@ -7,7 +7,7 @@ import uuid
 import httpx
 from fastapi import FastAPI
 
-from tests.support.api import World, login, open_session
+from tests.support.api import World, evaluator_session, login, open_session
 
 
 async def test_full_session_in_order(api: tuple[httpx.AsyncClient, World, FastAPI]) -> None:
@@ -47,8 +47,7 @@ async def test_answer_for_another_item_is_refused(
     api: tuple[httpx.AsyncClient, World, FastAPI],
 ) -> None:
     client, world, _ = api
-    headers = await login(client, world.a.keys["evaluator"])
-    sid = (await open_session(client, headers, world.a.model_id, n_items=3))["id"]
+    headers, sid = await evaluator_session(client, world.a, n_items=3)
     early = {"position": 0, "item_id": str(uuid.uuid4()), "answer": "A"}
     refused = await client.post(f"/v1/sessions/{sid}/answers", json=early, headers=headers)
     assert refused.status_code == 409 and "call next first" in refused.json()["detail"]
