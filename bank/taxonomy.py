@@ -26,6 +26,8 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from bank.records import RecordError, SourceLocation
+
 MAX_KEY = 100
 """Length of the database columns that hold a discipline key."""
 MAX_DISPLAY_NAME = 200
@@ -79,13 +81,8 @@ DEFAULT_TAXONOMY: tuple[Discipline, ...] = (
 """The 13 primary disciplines, the ten evaluated ones in table 8's order first."""
 
 
-class MapFileError(ValueError):
+class MapFileError(RecordError):
     """A bad line of a discipline map file; ``str()`` is ``file:line: field: what``."""
-
-    def __init__(self, path: str, line: int, field_name: str, message: str) -> None:
-        self.path = path
-        self.line = line
-        super().__init__(f"{path}:{line}: {field_name}: {message}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,18 +141,22 @@ def parse_discipline_map(text: str, path: str) -> DisciplineMap:
     first = next(rows, None)
     if first is None or tuple(c.strip().lower() for c in first[1]) != MAP_HEADER:
         line = first[0] if first else 1
-        raise MapFileError(path, line, "header", f"expected {','.join(MAP_HEADER)}")
+        raise MapFileError(SourceLocation(path, line), "header", f"expected {','.join(MAP_HEADER)}")
     seen: dict[str, int] = {}
     pairs: list[tuple[str, str]] = []
     for line, row in rows:
         if len(row) != len(MAP_HEADER):
-            raise MapFileError(path, line, "row", f"expected 2 columns, got {len(row)}")
+            raise MapFileError(
+                SourceLocation(path, line), "row", f"expected 2 columns, got {len(row)}"
+            )
         source, target = (
             _name(path, line, name, value) for name, value in zip(MAP_HEADER, row, strict=True)
         )
         key = canonical_key(source)
         if key in seen:
-            raise MapFileError(path, line, "source", f"{source!r} is mapped on line {seen[key]}")
+            raise MapFileError(
+                SourceLocation(path, line), "source", f"{source!r} is mapped on line {seen[key]}"
+            )
         seen[key] = line
         pairs.append((source, target))
     return DisciplineMap.of(pairs)
@@ -170,7 +171,7 @@ def _rows(text: str, path: str) -> Iterator[tuple[int, list[str]]]:
         except StopIteration:
             return
         except csv.Error as error:
-            raise MapFileError(path, reader.line_num, "csv", str(error)) from None
+            raise MapFileError(SourceLocation(path, reader.line_num), "csv", str(error)) from None
         if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
             continue
         yield reader.line_num, row
@@ -179,9 +180,13 @@ def _rows(text: str, path: str) -> Iterator[tuple[int, list[str]]]:
 def _name(path: str, line: int, field_name: str, value: str) -> str:
     name = value.strip()
     if not name:
-        raise MapFileError(path, line, field_name, "empty")
+        raise MapFileError(SourceLocation(path, line), field_name, "empty")
     if len(name) > MAX_KEY or len(canonical_key(name)) > MAX_KEY:
-        raise MapFileError(path, line, field_name, f"longer than {MAX_KEY} characters")
+        raise MapFileError(
+            SourceLocation(path, line), field_name, f"longer than {MAX_KEY} characters"
+        )
     if "\x00" in name or not canonical_key(name):
-        raise MapFileError(path, line, field_name, f"{name!r} is not a discipline name")
+        raise MapFileError(
+            SourceLocation(path, line), field_name, f"{name!r} is not a discipline name"
+        )
     return name

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
-from bank.records import RawRecord
+from bank.records import RawRecord, SourceLocation
 from bank.taxonomy import DisciplineMap, MapFileError, parse_discipline_map
 
 SHIPPED_MAPS: dict[str, str] = {"gaokao": "gaokao_bench.csv", "mmlu_pro": "mmlu_pro.csv"}
@@ -45,12 +45,14 @@ def load_discipline_map(path: Path) -> DisciplineMap:
     """
     data = path.read_bytes()
     if len(data) > MAX_MAP_BYTES:
-        raise MapFileError(str(path), 1, "file", f"larger than {MAX_MAP_BYTES} bytes")
+        raise MapFileError(
+            SourceLocation(str(path), 1), "file", f"larger than {MAX_MAP_BYTES} bytes"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise MapFileError(str(path), line, "file", "not valid UTF-8") from None
+        raise MapFileError(SourceLocation(str(path), line), "file", "not valid UTF-8") from None
     return parse_discipline_map(text, str(path))
 
 

@@ -299,7 +299,7 @@ async def test_diagnostics_with_a_discipline_every_model_scores_0_in_answer_200_
         assert sorted(found["models"]) == ["model-org-a", "model-org-b"]
         assert found["capability_inconsistency"] is None
         assert found["unavailable"]["capability_inconsistency"] == (
-            "discipline 'D0': every model scores 0, so its difficulty is undefined"
+            "discipline 'd0': every model scores 0, so its difficulty is undefined"
         )
         # the other statistics do not depend on D0's difficulty: still computed (RSA has
         # no weighting schemes for these disciplines, and says so)
