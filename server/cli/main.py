@@ -19,6 +19,8 @@ from server.cli import (
     simulate,
 )
 from server.cli.groups import group
+from server.cli.output import fail
+from server.config import InvalidSettings, get_settings
 
 app: typer.Typer = group(
     "proctor",
@@ -29,3 +31,13 @@ app: typer.Typer = group(
 
 for module in (serve, db, admin, bank, judge, leaderboard, analyze, simulate, run, fake_llm, demo):
     module.register(app)
+
+
+@app.callback()
+def _refuse_invalid_settings() -> None:
+    # Every command refuses settings the server would refuse (a weak secret, say), one
+    # line per problem and exit status 2, before it does anything.
+    try:
+        get_settings()
+    except InvalidSettings as error:
+        fail(*error.lines, code=2)

@@ -1,7 +1,7 @@
 """Adaptive sessions end to end: opened through the API, answered item by item, scored by
 the in-process worker (matchers at once, the local judge server for open items), with the
 server choosing every next item from the scores so far and ending the session when its
-stopping rule fires (issue 7)."""
+stopping rule fires."""
 
 from __future__ import annotations
 
