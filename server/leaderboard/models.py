@@ -1,4 +1,4 @@
-"""The ranking anchor's history (papers/004 eq. 2: R = S / S_anchor x 100)."""
+"""The ranking anchor's history (LLMEval-Fair, Zhang et al., eq. 2: R = S / S_anchor x 100)."""
 
 from __future__ import annotations
 

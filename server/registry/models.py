@@ -12,7 +12,8 @@ from bank.database import Base, utcnow
 
 
 class RegisteredModel(Base):
-    """An evaluated model pinned to one API snapshot (papers/004 §2.2: fixed versions)."""
+    """An evaluated model pinned to one API snapshot (fixed versions, as in LLMEval-Fair,
+    Zhang et al., §2.2)."""
 
     __tablename__ = "registered_models"
     __table_args__ = (UniqueConstraint("org_id", "name", "api_snapshot"),)
