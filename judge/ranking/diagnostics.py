@@ -303,6 +303,24 @@ normalised to sum to 1.
 """
 
 
+def rele_schemes_for(dimensions: Sequence[str]) -> dict[str, dict[str, float]] | None:
+    """ReLE's schemes keyed by ``dimensions``' own spelling, or None when ``dimensions``
+    are not the ten LLMEval-Fair disciplines.
+
+    Names match case-insensitively, so the bank's discipline keys (``"law"``) and table 8's
+    headers (``"Law"``) both get the schemes.
+    """
+    spelling = {name.casefold(): name for name in dimensions}
+    if len(spelling) != len(dimensions) or set(spelling) != {
+        d.casefold() for d in LLMEVAL_FAIR_DISCIPLINES
+    }:
+        return None
+    return {
+        scheme: {spelling[d.casefold()]: w for d, w in weights.items()}
+        for scheme, weights in RELE_SCHEMES.items()
+    }
+
+
 class SchemeError(ValueError):
     """Weighting schemes that cannot be used; ``problems`` lists every problem found."""
 
@@ -724,8 +742,8 @@ def diagnose(
         reasons = dict.fromkeys(STATISTICS, too_little)
         return Diagnostics(kept, tuple(dimensions), None, None, None, reasons)
     matrix = ScoreMatrix(kept, dimensions, table[finite])
-    if schemes is None and set(matrix.dimensions) == set(LLMEVAL_FAIR_DISCIPLINES):
-        schemes = RELE_SCHEMES
+    if schemes is None:
+        schemes = rele_schemes_for(matrix.dimensions)
     anisotropy, why_not_ai = _safe_anisotropy(matrix, label)
     rsa, why_not_rsa = _safe_rsa(matrix, schemes, label)
     inconsistency, why_not_ci = _safe_inconsistency(matrix, label)
@@ -850,5 +868,6 @@ __all__: list[str] = [
     "diagnose",
     "difficulty_anchors",
     "rank_stability_amplitude",
+    "rele_schemes_for",
     "validate_schemes",
 ]

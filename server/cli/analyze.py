@@ -31,8 +31,6 @@ from rich.table import Table
 
 from judge.numbers import format_number, json_float
 from judge.ranking.diagnostics import (
-    LLMEVAL_FAIR_DISCIPLINES,
-    RELE_SCHEMES,
     AnisotropyResult,
     CapabilityInconsistency,
     RankStability,
@@ -40,6 +38,7 @@ from judge.ranking.diagnostics import (
     capability_inconsistency,
     competition_ranks,
     rank_stability_amplitude,
+    rele_schemes_for,
 )
 from judge.ranking.score_table import NO_ABSOLUTE, ScoreTable, TableInputError, parse_score_table
 from judge.ranking.scores import RelativeScores, relative_scores
@@ -323,9 +322,8 @@ def _schemes(
     path: Path | None, dimensions: tuple[str, ...]
 ) -> tuple[dict[str, dict[str, float]] | None, str | None]:
     if path is None:
-        if set(dimensions) == set(LLMEVAL_FAIR_DISCIPLINES):
-            return {name: dict(weights) for name, weights in RELE_SCHEMES.items()}, RELE
-        return None, None
+        found = rele_schemes_for(dimensions)
+        return (found, RELE) if found is not None else (None, None)
     return read_schemes(path, dimensions), str(path)
 
 

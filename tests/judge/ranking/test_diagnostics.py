@@ -29,6 +29,7 @@ from judge.ranking.diagnostics import (
     competition_ranks,
     diagnose,
     rank_stability_amplitude,
+    rele_schemes_for,
     validate_schemes,
 )
 from tests.judge.ranking.table8 import DISCIPLINES, load_table8
@@ -153,6 +154,21 @@ def test_anisotropy_refuses_too_little_data() -> None:
 
 
 # --- weighting schemes and RSA (papers/003 §6.1) --------------------------------------------
+
+
+def test_rele_schemes_match_the_disciplines_in_any_spelling() -> None:
+    """The bank stores discipline keys ("law"), table 8 has headers ("Law"): both get
+    ReLE's schemes, keyed by their own spelling; any other set of dimensions gets none."""
+    keys = [d.lower() for d in reversed(LLMEVAL_FAIR_DISCIPLINES)]
+    schemes = rele_schemes_for(keys)
+    assert schemes is not None and list(schemes) == list(RELE_SCHEMES)
+    for name, weights in schemes.items():
+        assert set(weights) == set(keys)
+        assert weights["law"] == RELE_SCHEMES[name]["Law"]
+    assert rele_schemes_for(LLMEVAL_FAIR_DISCIPLINES) == RELE_SCHEMES
+    assert rele_schemes_for(keys[:-1]) is None
+    assert rele_schemes_for([*keys[:-1], "philosophy"]) is None
+    assert rele_schemes_for([*keys, "LAW"]) is None
 
 
 def test_rele_schemes_on_the_ten_disciplines() -> None:
