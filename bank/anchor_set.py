@@ -1,4 +1,4 @@
-"""The private anchor set (papers/003 §4.3, "Private Held-out Validation").
+"""The private anchor set (ReLE §4.3, "Private Held-out Validation").
 
 A set of item families withheld from every ordinary session: their items get status
 ``anchor``, which the stratified sampler never draws (it serves ``active`` items only), so

@@ -1,4 +1,4 @@
-"""Augmentation of multiple-choice items (LLMEval-Fair, papers/004 §2.1, app. A.2.2, fig. 7).
+"""Augmentation of multiple-choice items (LLMEval-Fair §2.1, app. A.2.2, fig. 7).
 
 A multiple-choice item with n options yields n true/false items ("Is it correct to place
 the answer "X" in the provided space?") and one fill-in item whose answer is the correct

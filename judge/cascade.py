@@ -1,4 +1,4 @@
-"""The hybrid scoring cascade (papers/003 §3.2; DESIGN "Scoring").
+"""The hybrid scoring cascade (ReLE §3.2).
 
 Three tiers, cheapest first:
 

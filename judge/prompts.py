@@ -1,4 +1,4 @@
-"""Versioned judge prompt templates: the LLMEval-Fair rubric (papers/004 app. B, fig. 11).
+"""Versioned judge prompt templates: the LLMEval-Fair rubric (app. B, fig. 11).
 
 A template renders one judgement request as chat messages. The answer under review is
 untrusted text, so it is fenced between two marker lines that carry a nonce derived from

@@ -1,4 +1,4 @@
-"""The similarity filter of the scoring cascade (papers/003 §3.2, step 1; DESIGN "Scoring").
+"""The similarity filter of the scoring cascade (ReLE §3.2, step 1).
 
 For semi-objective items the cascade compares an answer the objective matchers could not
 decide with the reference: a confident match is scored correct, a confident mismatch wrong,

@@ -1,4 +1,4 @@
-"""Reading a 0-3 rating out of a judge's reply (papers/004 app. B, fig. 11).
+"""Reading a 0-3 rating out of a judge's reply (LLMEval-Fair (Zhang et al.) app. B, fig. 11).
 
 Judges answer in many shapes: the fig. 11 text form (``"Overall Rating": 3``), markdown
 (``**Overall Rating:** 3 stars``), JSON (``{"rating": 2, "reason": "..."}``, possibly in a

@@ -1,4 +1,4 @@
-"""Adaptive sessions (papers/003 §3.3; DESIGN.md "Adaptive sampling").
+"""Adaptive sessions (ReLE §3.3).
 
 Pure logic, no I/O: Neyman allocation (:mod:`.allocation`), the stratified estimator
 (:mod:`.estimator`), confidence half-widths for sampling without replacement and the

@@ -1,4 +1,4 @@
-"""Neyman allocation under a cost budget (Cochran 1977, §5.5; DESIGN.md step 2).
+"""Neyman allocation under a cost budget (Cochran 1977, §5.5).
 
 For strata h with weights W_h = N_h / N, score standard deviations S_h and per-item costs
 c_h, the allocation minimising the variance of the stratified mean for a total cost C is

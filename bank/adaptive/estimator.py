@@ -1,6 +1,6 @@
 """The stratified mean and its variance with the finite-population correction.
 
-Cochran (1977), eq. 5.1 and theorem 5.3 (DESIGN.md step 3): for strata h of N_h items with
+Cochran (1977), eq. 5.1 and theorem 5.3: for strata h of N_h items with
 weights W_h = N_h / N, n_h sampled without replacement, sample means ybar_h and sample
 variances s_h^2 (ddof 1),
 

@@ -1,6 +1,6 @@
 """Recorded responses for the replay: a response matrix and the items' strata.
 
-* Responses (CSV, the format of ``../shared/data/mmlu_pro/responses.csv``): a ``model``
+* Responses (CSV, the format of ``mmlu_pro/responses.csv`` in the data directory): a ``model``
   column, then one column per item id; cells are ``1``, ``0``, a score in [0, 1], or empty
   (not answered).
 * Items (JSONL, the format of ``items.jsonl``): ``question_id``; ``category`` is the

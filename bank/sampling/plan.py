@@ -1,4 +1,4 @@
-"""Quota planning for the three-stage stratified sample (papers/004 §2.2.1; DESIGN.md).
+"""Quota planning for the three-stage stratified sample (LLMEval-Fair (Zhang et al.) §2.2.1).
 
 Pure functions, no I/O. ``plan_quotas`` splits N over
 

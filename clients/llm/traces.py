@@ -1,4 +1,4 @@
-"""Separating a reasoning trace from the final answer (DESIGN "Scoring"; "ReLE: A Scalable
+"""Separating a reasoning trace from the final answer ("ReLE: A Scalable
 System and Structured Benchmark for Diagnosing Capability Anisotropy in Chinese LLMs", §3.1).
 
 Reasoning models wrap their chain of thought in ``<think>...</think>`` (some use

@@ -1,7 +1,7 @@
 """Judge calibration: agreement of LLM judges with a human reference and with each other.
 
 Pure statistics over 0-3 rubric scores (no database, no network), plus a reader for a
-ratings CSV and ``rich`` tables for people. What is computed follows papers/004:
+ratings CSV and ``rich`` tables for people. What is computed follows LLMEval-Fair (Zhang et al.):
 
 * §3.4 (Finding 8) and app. F.2 / table 10: Cohen's kappa of each judge against human
   labels, used to pick the judge (``default_judge``);
@@ -12,7 +12,7 @@ ratings CSV and ``rich`` tables for people. What is computed follows papers/004:
 * app. L, table 14: family bias, a judge's mean on answers of its own model family minus
   the mean of all judges on those answers.
 
-The rubric is DESIGN.md "Scoring": integer 0-3. Kappa is pinned to
+The rubric's scores are integers 0-3. Kappa is pinned to
 ``sklearn.metrics.cohen_kappa_score`` and the rank correlations are
 ``scipy.stats.spearmanr`` / ``kendalltau``; undefined values are NaN (``None`` in JSON),
 never a warning.

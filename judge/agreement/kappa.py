@@ -1,6 +1,6 @@
 """Item-level agreement of two raters: Cohen's kappa, exact and within-one agreement.
 
-papers/004 §3.4 (Finding 8) and app. F.2 / table 10 use plain kappa against human labels
+LLMEval-Fair §3.4 (Finding 8) and app. F.2 / table 10 use plain kappa against human labels
 to pick the judge; app. L, table 13 reports exact agreement, agreement within one point
 and the quadratic-weighted kappa. :func:`cohen_kappa` is pinned to
 ``sklearn.metrics.cohen_kappa_score``; :func:`rater_agreement` bundles every statistic
@@ -34,7 +34,7 @@ def cohen_kappa(
     does, ``1 - sum(w * observed) / sum(w * expected)``, but in exact integer arithmetic up
     to the final division. Disagreement weights use label positions in ``labels``: 1 off
     the diagonal (plain), ``|i - j|`` (linear) or ``(i - j)**2`` (quadratic).
-    papers/004 §3.4 and app. F.2 report plain kappa against human labels; app. L, table 13
+    LLMEval-Fair §3.4 and app. F.2 report plain kappa against human labels; app. L, table 13
     reports the quadratic-weighted kappa between judges.
 
     Parameters
@@ -81,7 +81,7 @@ def cohen_kappa(
 
 
 def exact_agreement(a: Scores, b: Scores) -> float:
-    """Share of answers that both raters scored the same (papers/004 app. L, table 13).
+    """Share of answers that both raters scored the same (LLMEval-Fair app. L, table 13).
 
     Raises
     ------
@@ -95,7 +95,7 @@ def exact_agreement(a: Scores, b: Scores) -> float:
 def within_one_agreement(a: Scores, b: Scores) -> float:
     """Share of answers whose two scores differ by at most one point.
 
-    The "±1 Tol." column of papers/004 app. L, table 13.
+    The "±1 Tol." column of LLMEval-Fair (Zhang et al.) app. L, table 13.
 
     Raises
     ------
@@ -110,7 +110,7 @@ def within_one_agreement(a: Scores, b: Scores) -> float:
 class RaterAgreement:
     """Agreement between two raters over the answers both scored.
 
-    ``kappa`` is plain Cohen's kappa (papers/004 §3.4, app. F.2), ``weighted_kappa`` the
+    ``kappa`` is plain Cohen's kappa (LLMEval-Fair §3.4, app. F.2), ``weighted_kappa`` the
     quadratic-weighted one and ``exact`` / ``within_one`` shares in [0, 1]
     (app. L, table 13). Every statistic is NaN when ``n`` is 0.
     """

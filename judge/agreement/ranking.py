@@ -1,4 +1,4 @@
-"""How alike two raters rank the models (papers/004 app. L, table 12).
+"""How alike two raters rank the models (LLMEval-Fair (Zhang et al.) app. L, table 12).
 
 Spearman rho and Kendall tau of the two raters' per-model mean scores, as
 ``scipy.stats.spearmanr`` / ``kendalltau`` give them; NaN when either rater gives every
@@ -19,7 +19,7 @@ from judge.agreement.scores import NAN, json_record
 
 @dataclass(frozen=True, slots=True)
 class RankingAgreement:
-    """How alike two raters rank the models (papers/004 app. L, table 12).
+    """How alike two raters rank the models (LLMEval-Fair app. L, table 12).
 
     Spearman rho and Kendall tau (tau-b) of the two raters' per-model mean scores, with
     their two-sided p-values, as ``scipy.stats.spearmanr`` / ``kendalltau`` give them;

@@ -23,7 +23,7 @@ def render_tables(report: AgreementReport) -> list[Table]:
     """
     agreement_columns = ("n", "kappa", "weighted kappa", "exact", "within ±1")
     summary = _table(
-        f"Agreement with {report.reference!r} (papers/004 app. F.2, L)",
+        f"Agreement with {report.reference!r} (LLMEval-Fair (Zhang et al.) app. F.2, L)",
         ("rater",),
         agreement_columns,
     )
@@ -44,7 +44,7 @@ def render_tables(report: AgreementReport) -> list[Table]:
 
     if report.ranking_agreement:
         ranking = _table(
-            "Model ranking agreement (papers/004 app. L, table 12)",
+            "Model ranking agreement (LLMEval-Fair app. L, table 12)",
             ("pair",),
             ("models", "Spearman rho", "p", "Kendall tau", "p"),
         )
@@ -61,7 +61,7 @@ def render_tables(report: AgreementReport) -> list[Table]:
 
     if report.family_bias:
         bias_table = _table(
-            "Family bias (papers/004 app. L, table 14)",
+            "Family bias (LLMEval-Fair app. L, table 14)",
             ("rater", "family"),
             ("n", "own mean", "all-judge mean", "delta"),
         )

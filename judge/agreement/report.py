@@ -2,10 +2,10 @@
 
 The report compares every judge with the reference rater overall and per model
 (:mod:`judge.agreement.kappa`), every pair of raters in how they rank the models
-(:mod:`judge.agreement.ranking`), and each judge's family bias (papers/004 app. L,
+(:mod:`judge.agreement.ranking`), and each judge's family bias (LLMEval-Fair (Zhang et al.) app. L,
 table 14): its mean on answers of its own model family minus the mean of all judges on
 those answers. :func:`default_judge` picks the judge with the highest kappa
-(papers/004 app. F.2).
+(LLMEval-Fair app. F.2).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from judge.agreement.scores import NAN, json_record
 
 @dataclass(frozen=True, slots=True)
 class FamilyBias:
-    """A judge's lean toward its own model family (papers/004 app. L, table 14).
+    """A judge's lean toward its own model family (LLMEval-Fair app. L, table 14).
 
     ``own_mean`` is the judge's mean score over the ``n`` answers it scored that were
     written by models of ``family``; ``all_judge_mean`` the mean of every score that the
@@ -85,7 +85,7 @@ def agreement_report(
 ) -> AgreementReport:
     """Agreement of every rater with the reference, per model, in ranking and family bias.
 
-    The statistics of papers/004 §3.4, app. F.2 (kappa against human labels, table 10)
+    The statistics of LLMEval-Fair §3.4, app. F.2 (kappa against human labels, table 10)
     and app. L (tables 12-14). Every dictionary in the result is sorted by key.
 
     Parameters
@@ -171,7 +171,7 @@ def agreement_report(
 
 
 def default_judge(results: Mapping[str, RaterAgreement], *, min_n: int = 100) -> str | None:
-    """The judge to use: the highest kappa against the reference (papers/004 app. F.2).
+    """The judge to use: the highest kappa against the reference (LLMEval-Fair app. F.2).
 
     Parameters
     ----------

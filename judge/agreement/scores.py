@@ -1,6 +1,6 @@
 """The rubric's scores, and the NaN convention every statistic follows.
 
-Scores are integers 0-3 (DESIGN.md "Scoring"). A statistic that is undefined (a constant
+Scores are integers 0-3. A statistic that is undefined (a constant
 rater, no answers in common) is NaN, never a warning, and ``None`` in JSON
 (:func:`judge.numbers.json_float`).
 """
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 SCORE_LABELS: tuple[int, ...] = (0, 1, 2, 3)
-"""The rubric's scores (DESIGN.md "Scoring"; papers/004 §2.3)."""
+"""The rubric's scores (LLMEval-Fair (Zhang et al.) §2.3)."""
 
 Scores = Sequence[int] | npt.NDArray[np.integer[Any]]
 

@@ -1,4 +1,4 @@
-"""Contamination checks: has a model seen the items it is evaluated on? (DESIGN "Contamination")
+"""Contamination checks: has a model seen the items it is evaluated on?
 
 * :mod:`~judge.contamination.replay`: fill-in replay. The model continues the visible
   beginning of an item; a near-verbatim continuation means it has memorised the item.

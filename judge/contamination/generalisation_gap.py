@@ -7,7 +7,7 @@ score(anchor)``, models whose gap exceeds a threshold are flagged for potential
 overfitting, and a flagged model reports the lower bound of its performance interval
 (:func:`generalisation_gap`, :class:`GapReport`). Because the two sets differ in
 difficulty for *every* model, the flag is raised on the gap in excess of the median gap
-over all models, not on the raw gap (DESIGN "Contamination").
+over all models, not on the raw gap.
 
 Every function is pure: no I/O, no randomness, no clock.
 """

@@ -2,7 +2,7 @@
 
 The model is shown the beginning of an item and asked to continue it exactly as it appears
 in its source; a model that reproduces the hidden end (near-)verbatim has most likely seen
-the item (DESIGN "Contamination"). Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal
+the item. Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal
 Study on Robust and Fair Evaluation of Large Language Models" (§3.3, Finding 6 and table 4)
 count successful completions over 1,000 questions with three attempts each and find far
 more of them on public benchmarks (AGIEval, C-Eval) than on their private bank. The paper

@@ -1,4 +1,4 @@
-"""Deterministic matchers for objective answers (papers/003 §3.2 tier 1; DESIGN "Scoring").
+"""Deterministic matchers for objective answers (ReLE §3.2 tier 1).
 
 Every matcher takes the model's final answer (reasoning trace already removed, see
 :mod:`clients.llm.traces`) and the item's reference answer, and returns a :class:`Match`:

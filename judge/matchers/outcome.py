@@ -9,7 +9,7 @@ Every matcher returns a :class:`Match`:
   the similarity filter or the LLM judge. A matcher never guesses: when in doubt it says
   None.
 
-The 0-3 rubric (papers/004 fig. 11) maps an objective decision through
+The 0-3 rubric (LLMEval-Fair (Zhang et al.) fig. 11) maps an objective decision through
 :class:`ScorePolicy`: correct -> 3, wrong -> 0 by default.
 """
 
@@ -35,7 +35,7 @@ class Match:
 
 @dataclass(frozen=True, slots=True)
 class ScorePolicy:
-    """Maps an objective :class:`Match` onto the 0-3 rubric (papers/004 fig. 11).
+    """Maps an objective :class:`Match` onto the 0-3 rubric (LLMEval-Fair fig. 11).
 
     The rubric's 3 is "correct answer with a reasonable explanation" and 0 is "wrong answer
     with a wrong explanation"; an objective item has no explanation to weigh, so a correct

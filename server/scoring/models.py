@@ -105,7 +105,7 @@ class Verdict(Base):
 
 class JudgeCalibration(Base):
     """A judge's agreement with the human reference, stored with the judge's version
-    (papers/004 §3.4, app. F.2): the default judge is the best calibrated one."""
+    (LLMEval-Fair (Zhang et al.) §3.4, app. F.2): the default judge is the best calibrated one."""
 
     __tablename__ = "judge_calibrations"
 

@@ -6,8 +6,7 @@ extra consumers keep its slots busy while some jobs sleep on a provider's Retry-
 Each verdict commits in its own short transaction. The worker may be killed at any point:
 its leased jobs are taken over when the lease runs out, and the verdict's unique key turns
 a job done twice into one verdict (Zhang et al., "LLMEval-Fair: A Large-Scale Longitudinal
-Study on Robust and Fair Evaluation of Large Language Models", §2.3 scoring; DESIGN
-"Storage").
+Study on Robust and Fair Evaluation of Large Language Models", §2.3 scoring).
 """
 
 from __future__ import annotations
