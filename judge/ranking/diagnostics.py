@@ -1,18 +1,18 @@
-"""Capability diagnostics of a model-by-dimension score matrix (papers/003 §3.5, §5-6).
+"""Capability diagnostics of a model-by-dimension score matrix (ReLE §3.5, §5-6).
 
 Three descriptive statistics of how uneven models are across capability dimensions
-(DESIGN.md "Ranking"; issue 5):
+(formulas in docs/methods.md):
 
-* :func:`anisotropy_index` (papers/003 eq. 3): ``AI = 1 - mean r(d_a, d_b)``, the mean
+* :func:`anisotropy_index` (ReLE eq. 3): ``AI = 1 - mean r(d_a, d_b)``, the mean
   Pearson correlation, across models, over every unique pair of dimension columns.
-* :func:`rank_stability_amplitude` (papers/003 §3.5, §6.1): a model's rank under several
+* :func:`rank_stability_amplitude` (ReLE §3.5, §6.1): a model's rank under several
   weighting schemes; ``RSA = max rank - min rank``. :data:`RELE_SCHEMES` maps ReLE's three
   schemes onto the ten LLMEval-Fair disciplines.
-* :func:`capability_inconsistency` (papers/003 eq. 4-5): the coefficient of variation of a
+* :func:`capability_inconsistency` (ReLE eq. 4-5): the coefficient of variation of a
   model's difficulty-adjusted dimension scores, with a smoothing floor under the mean.
 
-The equations of papers/003 were lost in the text extraction; the formulas here follow the
-paper's prose and DESIGN.md, which restates them, and each function documents the exact
+ReLE's equations could not be recovered from its text; the formulas here follow the
+paper's prose, and each function documents the exact
 formula and every choice the text leaves open.
 """
 
@@ -33,7 +33,7 @@ IntArray = npt.NDArray[np.int64]
 TIE_TOLERANCE = 1e-9
 """Scheme scores closer than ``TIE_TOLERANCE * max(1, max |score|)`` are ranked as tied, so
 that models whose weighted means are equal in exact arithmetic (e.g. Baidu-3.5 and
-ChatGLM-Pro in papers/004 table 8) are not split by floating-point rounding."""
+ChatGLM-Pro in LLMEval-Fair (Zhang et al.) table 8) are not split by floating-point rounding."""
 
 
 # --------------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ class ScoreMatrix:
 
 
 # --------------------------------------------------------------------------------------
-# Anisotropy index (papers/003 eq. 3)
+# Anisotropy index (ReLE eq. 3)
 # --------------------------------------------------------------------------------------
 
 
@@ -166,7 +166,7 @@ def anisotropy_index(
 ) -> AnisotropyResult:
     """Anisotropy index: 1 minus the mean inter-dimension Pearson correlation.
 
-    papers/003 eq. 3 (§5.1; DESIGN.md "Ranking"). With ``D`` dimensions and ``v_j`` the
+    ReLE eq. 3 (§5.1). With ``D`` dimensions and ``v_j`` the
     vector of all models' scores on dimension ``j``:
 
     .. math:: AI = 1 - \\frac{2}{D(D-1)} \\sum_{a < b} r(v_a, v_b)
@@ -222,7 +222,7 @@ def anisotropy_index(
 
 
 # --------------------------------------------------------------------------------------
-# Weighting schemes and Rank Stability Amplitude (papers/003 §3.5, §6.1)
+# Weighting schemes and Rank Stability Amplitude (ReLE §3.5, §6.1)
 # --------------------------------------------------------------------------------------
 
 LLMEVAL_FAIR_DISCIPLINES: tuple[str, ...] = (
@@ -237,7 +237,7 @@ LLMEVAL_FAIR_DISCIPLINES: tuple[str, ...] = (
     "Medicine",
     "Military",
 )
-"""The ten evaluated disciplines of papers/004 (§2.1, table 8), in table 8's order."""
+"""The ten evaluated disciplines of LLMEval-Fair (§2.1, table 8), in table 8's order."""
 
 RELE_DOMAIN_DISCIPLINES: dict[str, tuple[str, ...]] = {
     "Language & Instruction": ("Literature",),
@@ -248,7 +248,7 @@ RELE_DOMAIN_DISCIPLINES: dict[str, tuple[str, ...]] = {
     "Law & Public Admin": ("Law",),
     "Agent & Tool Use": (),
 }
-"""ReLE's seven core domains (papers/003 table 3) -> the LLMEval-Fair disciplines they
+"""ReLE's seven core domains (table 3) -> the LLMEval-Fair disciplines they
 cover. Literature (Chinese language and literature) stands for language; Science (which
 holds mathematics) and Engineering for reasoning and maths. Management, History and
 Military have no ReLE counterpart and are "others" in every scheme; no discipline
@@ -282,7 +282,7 @@ RELE_SCHEMES: dict[str, dict[str, float]] = {
         {("Reasoning & Math",): 0.50, ("Agent & Tool Use",): 0.20}, rest=0.30
     ),
 }
-"""ReLE's three weighting schemes (papers/003 §6.1) on the ten LLMEval-Fair disciplines.
+"""ReLE's three weighting schemes (§6.1) on the ten LLMEval-Fair disciplines.
 
 Each scheme gives shares to groups of ReLE domains (mapped to disciplines by
 :data:`RELE_DOMAIN_DISCIPLINES`), splits a group's share evenly across its disciplines and
@@ -332,7 +332,7 @@ class SchemeError(ValueError):
 def validate_schemes(schemes: object, dimensions: Sequence[str]) -> dict[str, dict[str, float]]:
     """Check weighting schemes ``{"scheme": {"dimension": weight, ...}, ...}``.
 
-    The format of ``proctor analyze --schemes`` (issue 5), e.g. parsed JSON. A scheme
+    The format of ``proctor analyze --schemes``, e.g. parsed JSON. A scheme
     names some or all of ``dimensions``; a dimension it does not name has weight 0.
     Weights are finite non-negative numbers (not booleans) and each scheme's weights have
     a positive sum; they need not sum to 1 (:func:`rank_stability_amplitude` normalises them).
@@ -437,7 +437,7 @@ def rank_stability_amplitude(
 ) -> dict[str, RankStability]:
     """Rank Stability Amplitude of every model over weighting schemes.
 
-    papers/003 §3.5 and §6.1 (DESIGN.md "Ranking"; issue 5). Under scheme ``k`` with
+    ReLE §3.5 and §6.1. Under scheme ``k`` with
     weights ``w_k`` a model's score is the weighted mean of its dimension scores,
     ``s_mk = sum_j w_kj x_mj / sum_j w_kj``; the models are ranked by it, rank 1 the best,
     with competition ranking for ties (tied models share the best of their ranks, as
@@ -483,11 +483,11 @@ def rank_stability_amplitude(
 
 
 # --------------------------------------------------------------------------------------
-# Capability inconsistency (papers/003 §6.2, eq. 4-5)
+# Capability inconsistency (ReLE §6.2, eq. 4-5)
 # --------------------------------------------------------------------------------------
 
 DEFAULT_DIFFICULTY_ANCHORS = 10
-"""papers/003 §6.2: a dimension's difficulty comes from "the average performance of top-10
+"""ReLE §6.2: a dimension's difficulty comes from "the average performance of top-10
 anchor models"."""
 
 DEFAULT_CI_FLOOR = 0.1
@@ -546,10 +546,10 @@ def capability_inconsistency(
     floor: float = DEFAULT_CI_FLOOR,
 ) -> CapabilityInconsistency:
     """Capability inconsistency: the regularised coefficient of variation of a model's
-    difficulty-adjusted dimension scores (papers/003 §3.5, §6.2 eq. 4-5; DESIGN.md
-    "Ranking").
+    difficulty-adjusted dimension scores (ReLE §3.5, §6.2 eq. 4-5;
+    docs/methods.md).
 
-    1. Difficulty (papers/003 §6.2): each dimension ``j`` has a difficulty parameter
+    1. Difficulty (ReLE §6.2): each dimension ``j`` has a difficulty parameter
        ``b_j``, by default the mean score on ``j`` of the ``anchors`` top models (the
        "top-10 anchor models"; the top models are those with the highest unweighted mean
        dimension score). With ``anchors`` at least the number of models, ``b_j`` is the
@@ -563,11 +563,11 @@ def capability_inconsistency(
     The floor ``epsilon`` keeps CI bounded for models that score near zero everywhere
     (where the plain ratio explodes). Eq. 5 itself was lost in extraction; the paper calls
     ``epsilon`` a smoothing constant "derived from the theoretical minimum score of random
-    guessing", DESIGN.md a smoothing floor. A floor (rather than ``mu + epsilon``) leaves CI
+    guessing"; here it is a floor. A floor (rather than ``mu + epsilon``) leaves CI
     the exact coefficient of variation for every model above it. LLMEval-Fair items are
     open-ended and judged 0-3 (multiple-choice items are turned into fill-in-the-blank
     variants), so a random guesser scores about 0 and gives no usable constant; the
-    default 0.1 means "a tenth of the anchors' level", below every model of papers/004
+    default 0.1 means "a tenth of the anchors' level", below every model of LLMEval-Fair's
     table 8 (the weakest is at about 0.26).
 
     Parameters

@@ -5,7 +5,7 @@ Pure assembly of the statistics in this package from the scored sessions of ever
 (:func:`~judge.ranking.stability.hierarchical_bootstrap`) feeds the absolute and relative
 intervals and the tie groups, so a row's interval, its group and its rank range agree.
 
-* Absolute ``S`` (papers/004 eq. 1) and relative ``R = S / S_anchor * 100`` (eq. 2) per
+* Absolute ``S`` (LLMEval-Fair eq. 1) and relative ``R = S / S_anchor * 100`` (eq. 2) per
   model over its sessions: mean, variance (table 9), bootstrap 95% interval.
 * The anchor is the designated model if it has scored sessions, else the top model (the
   highest mean ``S``); :attr:`Leaderboard.anchor_note` says why when a designated anchor
@@ -13,7 +13,7 @@ intervals and the tie groups, so a row's interval, its group and its rank range 
 * Rows are ordered by mean ``S``; ``group`` and ``rank_range`` come from
   :func:`~judge.ranking.stability.tie_groups`: models in one group are ones the data cannot
   order, and a leaderboard must show that rather than a strict order.
-* Per-discipline scores on the 10-point scale (papers/004 tables 1 and 8), pooled over the
+* Per-discipline scores on the 10-point scale (LLMEval-Fair tables 1 and 8), pooled over the
   model's sessions, each with its standard error.
 * Latency: median and 95th percentile of the end-to-end time per item (delivery of the
   item to acceptance of its answer, as the server saw it). Cost: tokens per item as the
@@ -154,7 +154,7 @@ def build_leaderboard(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
 ) -> Leaderboard:
-    """Rank ``records`` (papers/004 eq. 1-2, app. F; tie groups per issue 5).
+    """Rank ``records`` (LLMEval-Fair (Zhang et al.) eq. 1-2, app. F; tie groups).
 
     Parameters
     ----------
@@ -280,7 +280,7 @@ def _usage(record: ModelRecord) -> Usage:
 
 
 BoardDiagnostics = Diagnostics
-"""ReLE diagnostics (papers/003 §3.5, §5-6) of the leaderboard's discipline scores: each
+"""ReLE diagnostics (§3.5, §5-6) of the leaderboard's discipline scores: each
 statistic computed or None with the reason in ``unavailable`` (see
 :func:`~judge.ranking.diagnostics.diagnose`)."""
 

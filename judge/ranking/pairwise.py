@@ -1,8 +1,8 @@
 """Baselines from per-item comparisons: Elo and Bradley-Terry.
 
-papers/004 compares its relative ranking with an Elo-style ranking built from pairwise
-comparisons (§3.1.2, §3.4 Finding 8, figure 5; the Elo system in app. D). Issue 5 asks for
-that baseline, order-randomised, and for the maximum-likelihood Bradley-Terry model that
+LLMEval-Fair compares its relative ranking with an Elo-style ranking built from pairwise
+comparisons (§3.1.2, §3.4 Finding 8, figure 5; the Elo system in app. D). We add
+that baseline, order-randomised, and the maximum-likelihood Bradley-Terry model that
 Elo approximates online.
 
 * :func:`comparisons_from_items`: every pair of models on every item both answered, won
@@ -57,7 +57,7 @@ class Comparison:
     model_a, model_b : str
         The two models (different).
     score_a : float
-        ``S_A`` of papers/004 app. D: 1.0 if ``model_a`` won, 0.0 if it lost, 0.5 a tie.
+        ``S_A`` of LLMEval-Fair app. D: 1.0 if ``model_a`` won, 0.0 if it lost, 0.5 a tie.
     item : hashable or None
         The item the comparison comes from, if any.
     """
@@ -158,7 +158,7 @@ def _check_elo_parameters(k: float, initial: float) -> None:
 
 
 def expected_score(rating_a: float, rating_b: float) -> float:
-    """Elo's expected score of A against B (papers/004 app. D, eq. 3).
+    """Elo's expected score of A against B (LLMEval-Fair (Zhang et al.) app. D, eq. 3).
 
     .. math:: E_A = \\frac{1}{1 + 10^{(R_B - R_A)/400}}
 
@@ -225,7 +225,7 @@ def elo(
     permutations: int = DEFAULT_PERMUTATIONS,
     rng: _SeedLike = None,
 ) -> EloResult:
-    """Order-randomised Elo ratings (papers/004 app. D; issue 5).
+    """Order-randomised Elo ratings (LLMEval-Fair app. D).
 
     Online Elo depends on the order of the comparisons, which here carries no meaning
     (items are not played in time). The comparisons are therefore processed in

@@ -1,11 +1,11 @@
-"""A model-by-dimension score table from CSV or TSV text (``proctor analyze``; issue 5).
+"""A model-by-dimension score table from CSV or TSV text (``proctor analyze``).
 
 The table has a header row, one row per model, and:
 
 * a model column: ``model`` (any case) or, failing that, the first column whose cells are
   not all numbers (known non-dimension columns aside);
 * optionally an absolute-score column, the first of :data:`ABSOLUTE_COLUMNS` present (any
-  case): ``S_abs`` (papers/004 table 8), ``absolute`` or ``overall``;
+  case): ``S_abs`` (LLMEval-Fair (Zhang et al.) table 8), ``absolute`` or ``overall``;
 * numeric dimension columns: by default every other column except the known
   non-dimension columns :data:`NON_DIMENSION_COLUMNS` (``R_sota``, ``relative``,
   ``rank``, ``access``, ``ref_year``); or exactly the columns the caller names.
@@ -31,7 +31,7 @@ ABSOLUTE_COLUMNS: tuple[str, ...] = ("S_abs", "absolute", "overall")
 """Names of an absolute-score column, in order of preference (matched in any case)."""
 NON_DIMENSION_COLUMNS: tuple[str, ...] = ("R_sota", "relative", "rank", "access", "ref_year")
 """Columns that are never dimensions unless named explicitly (matched in any case):
-published relative scores and ranks (derived, not measured) and papers/004 table 8's
+published relative scores and ranks (derived, not measured) and LLMEval-Fair table 8's
 ``access`` (open/closed weights) and ``ref_year``."""
 
 NO_ABSOLUTE = ""
@@ -75,7 +75,7 @@ class ScoreTable:
 
     def overall(self) -> dict[str, float]:
         """Model -> overall score: the absolute column if present, else the unweighted
-        mean of the model's dimension scores (issue 5)."""
+        mean of the model's dimension scores."""
         return dict(self.absolute) if self.absolute is not None else self.matrix.mean_scores()
 
 

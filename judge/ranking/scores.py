@@ -1,9 +1,9 @@
-"""The score scales and relative scores (papers/004 §2.3.2, eq. 1-2).
+"""The score scales and relative scores (LLMEval-Fair (Zhang et al.) §2.3.2, eq. 1-2).
 
 The absolute score of a session is ``S = sum(s_i) / (N * s_max) * 100`` over its item
 scores (eq. 1; the rubric's ``s_max`` is :data:`MAX_SCORE`), computed for whole sets of
 sessions at once by :class:`judge.ranking.stability.RunScores`; per discipline the same
-ratio is reported on a :data:`DISCIPLINE_SCALE`-point scale (papers/004 tables 1 and 8),
+ratio is reported on a :data:`DISCIPLINE_SCALE`-point scale (LLMEval-Fair tables 1 and 8),
 by :mod:`judge.ranking.leaderboard`.
 
 * :func:`relative_scores`: ``R = S / S_anchor * 100`` (eq. 2), the anchor ("SOTA") being
@@ -17,15 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 MAX_SCORE = 3
-"""The rubric's maximum item score ``s_max`` (papers/004 §2.3.1, eq. 1)."""
+"""The rubric's maximum item score ``s_max`` (LLMEval-Fair §2.3.1, eq. 1)."""
 
 DISCIPLINE_SCALE = 10.0
-"""Per-discipline scores are reported on a 10-point scale (papers/004 tables 1 and 8)."""
+"""Per-discipline scores are reported on a 10-point scale (LLMEval-Fair tables 1 and 8)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RelativeScores:
-    """Scores relative to an anchor model (papers/004 eq. 2).
+    """Scores relative to an anchor model (LLMEval-Fair eq. 2).
 
     Attributes
     ----------
@@ -46,7 +46,7 @@ class RelativeScores:
 
 
 def relative_scores(overall: Mapping[str, float], anchor: str | None = None) -> RelativeScores:
-    """Relative scores ``R = S / S_anchor * 100`` (papers/004 eq. 2).
+    """Relative scores ``R = S / S_anchor * 100`` (LLMEval-Fair eq. 2).
 
     Parameters
     ----------

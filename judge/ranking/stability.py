@@ -1,10 +1,10 @@
 """Several sessions per model: mean, variance, bootstrap intervals and tie groups.
 
-papers/004 evaluates every model in three independent 1,000-item sessions and reports the
+LLMEval-Fair evaluates every model in three independent 1,000-item sessions and reports the
 mean and the variance of the per-session scores (§3.4 Finding 7, app. F, table 9);
-DESIGN.md "Ranking" and issue 5 add a bootstrap 95% confidence interval, the probability
+Proctor adds a bootstrap 95% confidence interval, the probability
 that one model beats another and groups of models the data cannot separate. This module
-computes them from the item scores (integers 0-3, papers/004 §2.3.1) of every session.
+computes them from the item scores (integers 0-3, LLMEval-Fair §2.3.1) of every session.
 
 * :class:`RunScores`: the validated item scores, per model a list of sessions;
 * :func:`hierarchical_bootstrap`: the replicates of every model's score, drawn once and
@@ -15,13 +15,13 @@ computes them from the item scores (integers 0-3, papers/004 §2.3.1) of every s
 * :func:`tie_groups`: the models in order, in groups the data cannot separate, each with a
   rank range and its interval (:class:`Ranking`).
 
-Every function works on the absolute score ``S`` (papers/004 eq. 1) or, given an
+Every function works on the absolute score ``S`` (LLMEval-Fair (Zhang et al.) eq. 1) or, given an
 ``anchor``, on the relative score ``R = S / S_anchor * 100`` (eq. 2) computed inside every
 bootstrap replicate, so that the anchor's own uncertainty enters the interval of ``R``.
 
 The bootstrap
 -------------
-One replicate of model ``m`` with sessions ``1..J`` (papers/004's design; Davison &
+One replicate of model ``m`` with sessions ``1..J`` (LLMEval-Fair's design; Davison &
 Hinkley 1997, §3.8, "strategy 2"):
 
 1. draw ``J`` sessions from the model's ``J`` sessions, uniformly with replacement;
@@ -38,7 +38,7 @@ distribution as ``n`` index draws and costs ``O(1)`` instead of ``O(n)``; 20 mod
 sessions x 1,000 items x 2,000 replicates take a few tens of milliseconds.
 
 Models are resampled independently of each other (every Proctor session samples its own
-items, DESIGN.md "Sampling a session"). Replicate ``b`` of every model comes from the
+items). Replicate ``b`` of every model comes from the
 same call, so replicates are *paired* by index: the relative replicate is
 ``R*_b = S*_b / S*_anchor,b * 100`` and ``P(A beats B)`` counts the replicates ``b`` with
 ``S*_A,b > S*_B,b``.
@@ -113,13 +113,13 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
     """Item scores of every session of every model.
 
     A read-only mapping ``model -> (session, ...)``, each session a read-only integer
-    array of item scores ``0..3`` (papers/004 §2.3.1). Sessions of one model may hold
+    array of item scores ``0..3`` (LLMEval-Fair §2.3.1). Sessions of one model may hold
     different numbers of items.
 
     Parameters
     ----------
     sessions : mapping of str to sequence of item scores
-        Model -> its sessions (the project default is three, DESIGN.md "Ranking"), each a
+        Model -> its sessions (three by default), each a
         non-empty sequence of integer item scores in ``0..3``.
 
     Raises
@@ -189,7 +189,7 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
         return self._counts[model].copy()
 
     def session_scores(self, model: str) -> FloatArray:
-        """Absolute score ``S`` of each of the model's sessions (papers/004 eq. 1).
+        """Absolute score ``S`` of each of the model's sessions (LLMEval-Fair eq. 1).
 
         ``S = sum(s_i) / (N * 3) * 100`` over the session's ``N`` item scores.
         """
@@ -280,7 +280,7 @@ class BootstrapReplicates:
         ----------
         anchor : str or None
             ``None`` for the absolute scores ``S*``; a model for the relative scores
-            ``R*_b = S*_b / S*_anchor,b * 100`` (papers/004 eq. 2 inside replicate ``b``).
+            ``R*_b = S*_b / S*_anchor,b * 100`` (LLMEval-Fair eq. 2 inside replicate ``b``).
 
         Raises
         ------
@@ -326,7 +326,7 @@ def hierarchical_bootstrap(
 
     Sessions are resampled within the model with replacement, then items within each
     drawn session with replacement; a replicate is the mean of the drawn sessions' scores
-    (papers/004 eq. 1). See the module notes for the multinomial shortcut, which is exact,
+    (LLMEval-Fair eq. 1). See the module notes for the multinomial shortcut, which is exact,
     and for why the interval is conservative.
 
     Parameters
@@ -430,7 +430,7 @@ def beat_probability(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ModelSummary:
-    """One model's score over its sessions (papers/004 app. F, table 9).
+    """One model's score over its sessions (LLMEval-Fair app. F, table 9).
 
     Attributes
     ----------
@@ -450,7 +450,7 @@ class ModelSummary:
         in the last digits from the mean of ``session_values``.
     variance : float
         Sample variance of ``session_values`` with ``ddof=1`` (divisor ``J - 1``); NaN for
-        a single session. papers/004 table 9 uses the same estimator but over five values
+        a single session. LLMEval-Fair table 9 uses the same estimator but over five values
         (its three 1,000-item trials and the 2,000- and 4,000-item runs: GPT-4o's five
         values give 1.626, printed 1.63); over its three trials alone GPT-4o's is 2.98.
     standard_error : float
@@ -558,8 +558,8 @@ def model_summary(
 ) -> dict[str, ModelSummary]:
     """Mean, variance and bootstrap interval of every model's score over its sessions.
 
-    papers/004 §3.4 (Finding 7) and app. F, table 9 report the mean and variance of three
-    1,000-item trials and two larger runs (see ``ModelSummary.variance``); issue 5 adds a
+    LLMEval-Fair §3.4 (Finding 7) and app. F, table 9 report the mean and variance of three
+    1,000-item trials and two larger runs (see ``ModelSummary.variance``); Proctor adds a
     hierarchical bootstrap interval (sessions within the model, then items within each
     session; see :func:`hierarchical_bootstrap`).
 
@@ -698,7 +698,7 @@ def tie_groups(
 ) -> Ranking:
     """Rank the models and group those the data cannot separate.
 
-    Definitions (issue 5, "groups of models the data cannot separate"):
+    Definitions ("groups of models the data cannot separate"):
 
     * **order**: by point estimate (:attr:`ModelSummary.mean`), highest first; equal
       estimates keep the input order.

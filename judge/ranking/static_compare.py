@@ -1,6 +1,6 @@
-"""Agreement of our ranking with an imported static leaderboard (papers/004 §3.3, table 3).
+"""Agreement of our ranking with an imported static leaderboard (LLMEval-Fair §3.3, table 3).
 
-papers/004 Finding 5 compares its dynamic ranking with static benchmarks (AGIEval,
+LLMEval-Fair's Finding 5 compares its dynamic ranking with static benchmarks (AGIEval,
 C-Eval): Spearman rho (table 3a), the per-model rank displacement
 ``Delta = Rank_static - Rank_ours`` (table 3b; negative means the static benchmark ranks
 the model higher than we do) and the share of model pairs whose order is inverted
@@ -189,7 +189,7 @@ def _parse_value(text: str, column: str) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class RankComparison:
-    """How our ranking compares with a static one (papers/004 table 3).
+    """How our ranking compares with a static one (LLMEval-Fair (Zhang et al.) table 3).
 
     Ranks are computed among the common models only, 1 for the best, tied values sharing
     the mean of their ranks (``scipy.stats.rankdata(method="average")``).
@@ -266,7 +266,7 @@ def _check_values(side: str, values: Mapping[str, float]) -> None:
 
 
 def compare_rankings(ours: Mapping[str, float], theirs: Mapping[str, float]) -> RankComparison:
-    """Compare our ranking with a static leaderboard's (papers/004 §3.3, table 3).
+    """Compare our ranking with a static leaderboard's (LLMEval-Fair §3.3, table 3).
 
     Parameters
     ----------
