@@ -1,4 +1,4 @@
-"""Benchmark: issue 7's evidence -- adaptive policies replayed on MMLU-Pro's recorded
+"""Benchmark: adaptive policies replayed on MMLU-Pro's recorded
 responses (20 real models, 12,032 items, 14 disciplines), sessions of at most 1,000 items.
 
 Run (not collected by pytest)::

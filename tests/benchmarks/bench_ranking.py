@@ -1,4 +1,4 @@
-"""Benchmark: issue 5's ranking simulation -- table-8 models, three sessions each, through
+"""Benchmark: the ranking simulation -- table-8 models, three sessions each, through
 the real server, with the relative scores, their variance and the tie groups.
 
 Run (not collected by pytest)::
@@ -131,7 +131,7 @@ from tests.support.cpu_time import cores_busy, machine_busy, process_cpu_s
 from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 
 PAPER_VARIANCE_BOUND = 1.68
-"""papers/004 §3.4: relative scores vary with sigma^2 <= 1.68 (table 9's largest: 1.63)."""
+"""LLMEval-Fair §3.4: relative scores vary with sigma^2 <= 1.68 (table 9's largest: 1.63)."""
 DEFAULT_MODELS = (
     ANCHOR,  # 93.67
     "DeepSeek-V3",  # 90.36  (table 9)

@@ -1,6 +1,6 @@
 """An adaptive session end to end through the runner: the local model server answers, the
 local judge server scores the open items, and the server picks each next item from the
-scores so far until its stopping rule fires (issue 7)."""
+scores so far until its stopping rule fires."""
 
 from __future__ import annotations
 

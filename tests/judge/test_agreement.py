@@ -1,4 +1,4 @@
-"""Judge calibration statistics, pinned to scikit-learn and scipy (papers/004 §3.4, app. L)."""
+"""Judge calibration statistics, pinned to scikit-learn and scipy (LLMEval-Fair §3.4, app. L)."""
 
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def test_report_refuses_inconsistent_ratings() -> None:
 
 
 # --------------------------------------------------------------------------- #
-# Family bias (papers/004 app. L, table 14)
+# Family bias (LLMEval-Fair (Zhang et al.) app. L, table 14)
 # --------------------------------------------------------------------------- #
 
 
@@ -414,7 +414,7 @@ def _scores(total: int, n: int = 100) -> list[int]:
 
 
 def test_family_bias_reconstructs_table_14() -> None:
-    # papers/004 table 14: own-family average vs three-judge mean on 100 answers per family.
+    # LLMEval-Fair table 14: own-family average vs three-judge mean on 100 answers per family.
     # Sums per judge (own judge first): OpenAI 247 / 235 / 235 -> 2.47 vs 717 / 300 = 2.39;
     # ByteDance 268 / 278 / 279 -> 2.68 vs 2.75; Google 279 / 261 / 261 -> 2.79 vs 2.67.
     judges = {"GPT-4o": "OpenAI", "Doubao": "ByteDance", "Gemini": "Google"}

@@ -34,7 +34,7 @@ READABLE = [
     ("评分: 三", 3, "text"),
     ('"Overall Rating": 3.0', 3, "text"),
     ("Rating: 2/3", 2, "text"),
-    ("stars: 3,\nreason: accurate", 3, "text"),  # papers/004 fig. 8
+    ("stars: 3,\nreason: accurate", 3, "text"),  # LLMEval-Fair (Zhang et al.) fig. 8
 ]
 
 

@@ -1,4 +1,4 @@
-"""papers/004 table 8 (``shared/data/llmeval_fair_table8.tsv``) read with the standard
+"""LLMEval-Fair table 8 (``llmeval_fair_table8.tsv`` in the data directory) read with the standard
 library, independently of :mod:`judge.ranking.score_table`."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""ReLE diagnostics (papers/003 §3.5, §5-6) against numpy/scipy references and on the
-published papers/004 table 8."""
+"""ReLE diagnostics (§3.5, §5-6) against numpy/scipy references and on the
+published LLMEval-Fair table 8."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_score_matrix_validates() -> None:
         matrix.select(["z"])
 
 
-# --- anisotropy index (papers/003 eq. 3) ----------------------------------------------------
+# --- anisotropy index (ReLE eq. 3) ----------------------------------------------------------
 
 
 def test_table8_anisotropy_matches_numpy_and_scipy() -> None:
@@ -153,7 +153,7 @@ def test_anisotropy_refuses_too_little_data() -> None:
         anisotropy_index(ScoreMatrix(["a", "b"], ["x"], [[1.0], [2.0]]))
 
 
-# --- weighting schemes and RSA (papers/003 §6.1) --------------------------------------------
+# --- weighting schemes and RSA (ReLE §6.1) --------------------------------------------------
 
 
 def test_rele_schemes_match_the_disciplines_in_any_spelling() -> None:
@@ -315,7 +315,7 @@ def test_every_scheme_problem_is_reported() -> None:
     assert validate_schemes({"a": {"Law": 2}}, ["Law", "Science"]) == {"a": {"Law": 2.0}}
 
 
-# --- capability inconsistency (papers/003 eq. 5) --------------------------------------------
+# --- capability inconsistency (ReLE eq. 5) --------------------------------------------------
 
 
 def test_table8_capability_inconsistency_matches_an_independent_computation() -> None:

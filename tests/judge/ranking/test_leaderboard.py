@@ -39,7 +39,7 @@ def rel(row: LeaderboardRow) -> ModelSummary:
 
 
 def eq1(items: Sequence[int]) -> float:
-    """papers/004 eq. 1: ``sum(s) / (3 n) * 100``."""
+    """LLMEval-Fair (Zhang et al.) eq. 1: ``sum(s) / (3 n) * 100``."""
     values = np.asarray(items, dtype=float)
     return float(values.sum() / (3 * values.size) * 100)
 

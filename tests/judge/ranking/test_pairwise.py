@@ -1,4 +1,4 @@
-"""Elo (papers/004 app. D) and Bradley-Terry baselines, against independent references."""
+"""Elo (LLMEval-Fair app. D) and Bradley-Terry baselines, against independent references."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_invalid_comparisons(comparisons: list[Comparison], message: str) -> Non
 def elo_sequential(
     comparisons: list[Comparison], *, k: float = 32.0, initial: float = 1500.0
 ) -> dict[str, float]:
-    """papers/004 app. D written out, one comparison after the other in the order given:
+    """LLMEval-Fair app. D written out, one comparison after the other in the order given:
     the specification that every permutation of :func:`elo` must meet."""
     ratings: dict[str, float] = {}
     for c in comparisons:

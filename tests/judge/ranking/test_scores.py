@@ -1,4 +1,4 @@
-"""Relative scores (papers/004 eq. 2), checked against numpy and against the published
+"""Relative scores (LLMEval-Fair eq. 2), checked against numpy and against the published
 table 8."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_relative_scores_refuse() -> None:
         relative_scores({"a": math.nan, "b": 2.0})
 
 
-# --- papers/004 table 8 ------------------------------------------------------------------
+# --- LLMEval-Fair table 8 ----------------------------------------------------------------
 
 
 def test_table8_r_from_s_matches_the_published_column() -> None:

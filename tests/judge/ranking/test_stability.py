@@ -1,4 +1,4 @@
-"""Sessions per model, hierarchical bootstrap and tie groups (papers/004 §3.4, app. F)."""
+"""Sessions per model, hierarchical bootstrap and tie groups (LLMEval-Fair §3.4, app. F)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ VALUES = np.arange(4)
 
 
 def _eq1(scores: list[int]) -> float:
-    """papers/004 eq. 1, written out: ``S = sum(s_i) / (N * 3) * 100``."""
+    """LLMEval-Fair (Zhang et al.) eq. 1, written out: ``S = sum(s_i) / (N * 3) * 100``."""
     return sum(scores) / (len(scores) * 3) * 100
 
 

@@ -1,4 +1,4 @@
-"""Comparison with an imported static leaderboard (papers/004 §3.3, table 3)."""
+"""Comparison with an imported static leaderboard (LLMEval-Fair (Zhang et al.) §3.3, table 3)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from judge.ranking.static_compare import (
 
 FAST = settings(max_examples=100, deadline=None, derandomize=True)
 
-# papers/004 table 3b: our ranks 1-6 and the static benchmarks' ranks of the same models.
+# LLMEval-Fair table 3b: our ranks 1-6 and the static benchmarks' ranks of the same models.
 OURS = ["Gemini-2.5-Pro", "DeepSeek-V3", "Doubao-1.5-Pro", "Qwen3-32B", "Claude-Sonnet-4", "GPT-4o"]
 C_EVAL = [2, 4, 1, 5, 3, 6]
 AGIEVAL = [1, 3, 2, 5, 4, 6]
