@@ -1,7 +1,9 @@
 """The documentation: generated pages are current, and no text cites our private files.
 
-docs/configuration.md and docs/cli.md are rendered from the code by scripts/gen_config_docs.py
-and scripts/gen_cli_docs.py; a page that differs from a fresh rendering is stale.
+docs/configuration.md, docs/cli.md and docs/openapi.json are rendered from the code by
+scripts/gen_config_docs.py, scripts/gen_cli_docs.py and scripts/gen_openapi.py; a page that
+differs from a fresh rendering is stale. Every setting has a description, every problem type
+a row in docs/api.md, and no secret reaches a page.
 """
 
 from __future__ import annotations
