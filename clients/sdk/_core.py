@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -51,7 +51,10 @@ from clients.sdk.retry_wait import exponential_delay
 from clients.sdk.types import (
     Accepted,
     AdaptiveOptions,
+    DisciplineLeaderboard,
+    Identity,
     Item,
+    Leaderboard,
     Model,
     ScoringProgress,
     Session,
@@ -74,6 +77,9 @@ IdLike = str | uuid.UUID
 """A session or model id: a string or a UUID."""
 AdaptiveChoice = AdaptiveOptions | dict[str, Any]
 """The options of an adaptive session: typed, or as the JSON object of the API."""
+LeaderboardView = Literal["models", "disciplines"]
+"""``models``: one row per model (:class:`Leaderboard`); ``disciplines``: the models of
+each discipline (:class:`DisciplineLeaderboard`)."""
 
 
 class Policy(enum.Enum):
@@ -305,8 +311,8 @@ def _json_list(response: httpx.Response) -> list[dict[str, Any]]:
     return body
 
 
-def whoami() -> Call[dict[str, Any]]:
-    return Call("GET", "/v1/whoami", _json_dict)
+def whoami() -> Call[Identity]:
+    return Call("GET", "/v1/whoami", lambda r: Identity.from_json(_json_dict(r)))
 
 
 def register_model(
@@ -431,13 +437,18 @@ def scoring(session_id: IdLike) -> Call[ScoringProgress]:
     )
 
 
-def leaderboard(*, view: str, baselines: bool, diagnostics: bool) -> Call[dict[str, Any]]:
+def leaderboard(
+    *, view: LeaderboardView, baselines: bool, diagnostics: bool
+) -> Call[Leaderboard | DisciplineLeaderboard]:
+    """``GET /v1/leaderboard``, read as the type of ``view`` (a view the server does not
+    know is its 422)."""
     params: dict[str, str | int] = {"view": view}
     if baselines:
         params["baselines"] = "true"
     if diagnostics:
         params["diagnostics"] = "true"
-    return Call("GET", "/v1/leaderboard", _json_dict, params=params)
+    board = DisciplineLeaderboard if view == "disciplines" else Leaderboard
+    return Call("GET", "/v1/leaderboard", lambda r: board.from_json(_json_dict(r)), params=params)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -8,14 +8,25 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Literal, Self, TypeVar, overload
 
 import httpx
 
 from clients.sdk import _core
-from clients.sdk._core import AdaptiveChoice, IdLike
+from clients.sdk._core import AdaptiveChoice, IdLike, LeaderboardView
 from clients.sdk.errors import AuthenticationError, ProctorError
-from clients.sdk.types import Accepted, Item, Model, ScoringProgress, Session, SessionMode, Usage
+from clients.sdk.types import (
+    Accepted,
+    DisciplineLeaderboard,
+    Identity,
+    Item,
+    Leaderboard,
+    Model,
+    ScoringProgress,
+    Session,
+    SessionMode,
+    Usage,
+)
 
 T = TypeVar("T")
 
@@ -145,7 +156,7 @@ class AsyncProctorClient:
 
     # ------------------------------------------------------------------ API
 
-    async def whoami(self) -> dict[str, Any]:
+    async def whoami(self) -> Identity:
         """The token's subject, organisation, role (and session scope, if any)."""
         return await self._run(_core.whoami())
 
@@ -254,11 +265,30 @@ class AsyncProctorClient:
                 raise TimeoutError(_core.scoring_timeout(session_id, progress, timeout_s))
             await asyncio.sleep(min(poll_s, remaining))
 
+    @overload
     async def leaderboard(
-        self, *, view: str = "models", baselines: bool = False, diagnostics: bool = False
-    ) -> dict[str, Any]:
-        """The ranking (``view="disciplines"``: per discipline); vendors see the public
-        fields only."""
-        return await self._run(
-            _core.leaderboard(view=view, baselines=baselines, diagnostics=diagnostics)
-        )
+        self,
+        *,
+        view: Literal["models"] = "models",
+        baselines: bool = False,
+        diagnostics: bool = False,
+    ) -> Leaderboard: ...
+
+    @overload
+    async def leaderboard(
+        self, *, view: Literal["disciplines"], baselines: bool = False, diagnostics: bool = False
+    ) -> DisciplineLeaderboard: ...
+
+    async def leaderboard(
+        self,
+        *,
+        view: LeaderboardView = "models",
+        baselines: bool = False,
+        diagnostics: bool = False,
+    ) -> Leaderboard | DisciplineLeaderboard:
+        """The ranking, one row per model (``view="disciplines"``: the models of each
+        discipline); ``baselines`` and ``diagnostics`` add those parts. Vendors see the
+        public fields only: the others are None, and a view or part outside them raises
+        :class:`~clients.sdk.errors.PermissionDeniedError`."""
+        call = _core.leaderboard(view=view, baselines=baselines, diagnostics=diagnostics)
+        return await self._run(call)

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 __all__ = [
     "ALL_ANSWERED_STATES",
@@ -28,10 +28,27 @@ __all__ = [
     "AdaptiveOptions",
     "AdaptivePolicy",
     "AdaptiveSummary",
+    "Anchor",
+    "BaselineRating",
+    "Baselines",
+    "Contamination",
+    "Cost",
+    "Diagnostics",
+    "DisciplineBoard",
+    "DisciplineEntry",
+    "DisciplineLeaderboard",
+    "DisciplineScore",
+    "GeneralisationGap",
+    "Identity",
     "Item",
     "ItemState",
+    "Latency",
+    "Leaderboard",
+    "LeaderboardRow",
     "Model",
+    "ReplayRate",
     "Role",
+    "ScoreSummary",
     "ScoringProgress",
     "Session",
     "SessionMode",
@@ -134,10 +151,38 @@ def _datetime(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value))
 
 
-def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``data`` that are fields of dataclass ``cls``."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+def _object(data: Any, what: str) -> dict[str, Any]:
+    """``data`` if it is a JSON object; ``TypeError`` naming ``what`` otherwise."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _array(data: Any, what: str) -> list[Any]:
+    """``data`` if it is a JSON array; ``TypeError`` naming ``what`` otherwise."""
+    if not isinstance(data, list):
+        raise TypeError(f"{what}: expected a JSON array, got {type(data).__name__}")
+    return data
+
+
+def _known(cls: type[Any], data: Any) -> dict[str, Any]:
+    """The entries of the JSON object ``data`` that are fields of dataclass ``cls``.
+
+    ``TypeError`` if ``data`` is not an object, ``ValueError`` naming the fields without a
+    default that it lacks."""
+    fields = dataclasses.fields(cls)
+    names = {f.name for f in fields}
+    known = {k: v for k, v in _object(data, cls.__name__).items() if k in names}
+    missing = [
+        f.name
+        for f in fields
+        if f.name not in known
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(f"{cls.__name__}: missing {', '.join(missing)}")
+    return known
 
 
 def _with_datetimes(fields: dict[str, Any], *names: str) -> dict[str, Any]:
@@ -145,6 +190,42 @@ def _with_datetimes(fields: dict[str, Any], *names: str) -> dict[str, Any]:
     for name in names:
         fields[name] = _datetime(fields.get(name))
     return fields
+
+
+class _Body:
+    """A response body (the base of frozen dataclasses): ``from_json`` and dict-style reads."""
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> Any:
+        """``body["name"]``: the field ``name`` (the SDK returned dicts before)."""
+        if name not in {f.name for f in dataclasses.fields(cast(Any, self))}:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """The body read from its JSON object (``TypeError`` / ``ValueError`` if malformed)."""
+        body: Self = cast(Any, cls)(**_known(cls, data))
+        return body
+
+
+_B = TypeVar("_B", bound=_Body)
+
+
+def _each(cls: type[_B], data: Any, what: str) -> list[_B]:
+    """Every object of the JSON array ``data`` read as ``cls``."""
+    return [cls.from_json(entry) for entry in _array(data, what)]
+
+
+def _by_name(cls: type[_B], data: Any, what: str) -> dict[str, _B]:
+    """Every value of the JSON object ``data`` read as ``cls``, under its key."""
+    return {key: cls.from_json(value) for key, value in _object(data, what).items()}
+
+
+def _optional(cls: type[_B], data: Any) -> _B | None:
+    """``data`` read as ``cls``; None if it is null or absent."""
+    return None if data is None else cls.from_json(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +306,7 @@ class AdaptiveOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class AdaptiveSummary:
+class AdaptiveSummary(_Body):
     """Where an adaptive session stands: its estimate (score points, 0-100) over every
     score so far, with the half-width of its stopping rule's interval. The figures that
     move with single verdicts (``n_scored``, ``estimate``, ``halfwidth``, ``checks``,
@@ -244,12 +325,6 @@ class AdaptiveSummary:
     halfwidth: float | None = None
     checks: int | None = None
     stop_reason: StopReason | None = None
-
-    def __getitem__(self, name: str) -> Any:
-        """``summary["estimate"]``: the field ``name`` (the SDK returned a dict before)."""
-        if name not in {f.name for f in dataclasses.fields(self)}:
-            raise KeyError(name)
-        return getattr(self, name)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -274,9 +349,7 @@ class Item:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        fields = _known(cls, data)
-        fields.setdefault("options", None)
-        return cls(**fields)
+        return cls(**_known(cls, {"options": None, **_object(data, cls.__name__)}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,3 +416,286 @@ class ScoringProgress:
         fields = _known(cls, data)
         fields["state"] = SessionState(fields["state"])
         return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity(_Body):
+    """Who a bearer token stands for (``whoami``)."""
+
+    subject: str
+    """The id of the API key the token was exchanged for."""
+    org_id: str
+    role: Role
+    session_id: str | None = None
+    """The one session a session-scoped token may drive; None for an unscoped token."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["role"] = Role(fields["role"])
+        return cls(**fields)
+
+
+# --------------------------------------------------------------------------- leaderboard
+#
+# A vendor sees the public fields only (the server's PROCTOR_LEADERBOARD_PUBLIC_FIELDS):
+# the others are absent from its rows, and read as None here. Scores are on the 0-100
+# scale of the sessions (per discipline: 10 points); every score comes with its interval.
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSummary(_Body):
+    """A score over a model's sessions: mean, bootstrap 95% interval, variance and
+    standard error, and the score of every session. None where it cannot be computed."""
+
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    variance: float | None
+    standard_error: float | None
+    session_values: list[float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DisciplineScore(_Body):
+    """A model's score in one discipline (10-point scale), pooled over its sessions."""
+
+    score: float | None
+    standard_error: float | None
+    items: int
+
+
+@dataclass(frozen=True, slots=True)
+class Latency(_Body):
+    """Seconds from delivering an item to receiving its answer."""
+
+    median_s: float | None
+    p95_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cost(_Body):
+    """Tokens per item, and USD per 1000 items at the model's registered prices."""
+
+    prompt_tokens_per_item: float | None
+    completion_tokens_per_item: float | None
+    usd_per_1k_items: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRate(_Body):
+    """The share of replayed ``items`` the model completed near-exactly, with its
+    Clopper-Pearson interval."""
+
+    items: int
+    near_exact: int
+    rate: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GeneralisationGap(_Body):
+    """The model's score on the public items minus its score on the private anchor set
+    (``gap``), and that gap minus the median gap (``excess``); ``flagged``: potential
+    overfitting, and ``reported_score`` is then the lower bound of the public score."""
+
+    public: float | None
+    anchor_set: float | None
+    gap: float | None
+    excess: float | None
+    flagged: bool
+    reported_score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Contamination(_Body):
+    """The model's contamination checks (None: not measured)."""
+
+    replay: ReplayRate | None
+    generalisation_gap: GeneralisationGap | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["replay"] = _optional(ReplayRate, fields["replay"])
+        fields["generalisation_gap"] = _optional(GeneralisationGap, fields["generalisation_gap"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow(_Body):
+    """One model of the leaderboard. Every field but ``model_id`` is None when the reader
+    may not see it (or the server did not send it)."""
+
+    model_id: str | None
+    position: int | None = None
+    group: int | None = None
+    """The tie group: models the data cannot order share one."""
+    rank_range: list[int] | None = None
+    """The best and worst rank the model's interval allows."""
+    beats_next: float | None = None
+    """Share of bootstrap replicates in which the model beats the next one down (None for
+    the last row)."""
+    name: str | None = None
+    family: str | None = None
+    organisation: str | None = None
+    absolute: ScoreSummary | None = None
+    relative: ScoreSummary | None = None
+    """The score relative to the anchor model's."""
+    sessions: int | None = None
+    disciplines: dict[str, DisciplineScore] | None = None
+    latency: Latency | None = None
+    cost: Cost | None = None
+    contamination: Contamination | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        for name, part in (
+            ("absolute", ScoreSummary),
+            ("relative", ScoreSummary),
+            ("latency", Latency),
+            ("cost", Cost),
+            ("contamination", Contamination),
+        ):
+            fields[name] = _optional(part, fields.get(name))
+        disciplines = fields.get("disciplines")
+        if disciplines is not None:
+            fields["disciplines"] = _by_name(DisciplineScore, disciplines, "disciplines")
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor(_Body):
+    """The model relative scores are measured against (``designated`` by an admin, or the
+    top model); ``name`` is None when the reader may not see names."""
+
+    model_id: str | None
+    name: str | None
+    designated: bool
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineRating(_Body):
+    """A model's Elo rating and Bradley-Terry log-strength from per-item comparisons."""
+
+    model_id: str
+    name: str | None
+    elo: float | None
+    bt_log_strength: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Baselines(_Body):
+    """Elo and Bradley-Terry ratings (``leaderboard(baselines=True)``), in leaderboard
+    order."""
+
+    n_comparisons: int
+    note: str | None
+    models: list[BaselineRating]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["models"] = _each(BaselineRating, fields["models"], "Baselines.models")
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics(_Body):
+    """ReLE's capability diagnostics (``leaderboard(diagnostics=True)``), per model name (per
+    model id when the reader may not see names); a statistic that could not be computed is
+    None, with its reason in ``unavailable`` (statistic -> reason)."""
+
+    models: list[str]
+    anisotropy_index: float | None
+    rsa: dict[str, float | None] | None
+    capability_inconsistency: dict[str, float | None] | None
+    unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Leaderboard(_Body):
+    """The ranking, one row per model, best first (``leaderboard()``).
+
+    ``groups`` lists the tie groups by model name (by model id when the reader may not see
+    names); ``baselines`` and ``diagnostics`` are None unless asked for."""
+
+    judge: str
+    prompt_version: str
+    anchor: Anchor
+    confidence_level: float
+    tie_threshold: float
+    groups: list[list[str]]
+    models: list[LeaderboardRow]
+    baselines: Baselines | None = None
+    diagnostics: Diagnostics | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["anchor"] = Anchor.from_json(fields["anchor"])
+        fields["groups"] = [
+            _array(group, "Leaderboard.groups[]")
+            for group in _array(fields["groups"], "Leaderboard.groups")
+        ]
+        fields["models"] = _each(LeaderboardRow, fields["models"], "Leaderboard.models")
+        fields["baselines"] = _optional(Baselines, fields.get("baselines"))
+        fields["diagnostics"] = _optional(Diagnostics, fields.get("diagnostics"))
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """The board as a JSON object, the parts not asked for (None) left out as the server
+        leaves them out; fields hidden from the reader are null."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class DisciplineEntry(_Body):
+    """A model's score in one discipline (10-point scale); ``name`` is None when the reader
+    may not see names."""
+
+    model_id: str | None
+    name: str | None
+    score: float | None
+    standard_error: float | None
+    items: int
+
+
+@dataclass(frozen=True, slots=True)
+class DisciplineBoard(_Body):
+    """The models scored in one discipline, best first."""
+
+    discipline: str
+    models: list[DisciplineEntry]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["models"] = _each(DisciplineEntry, fields["models"], "DisciplineBoard.models")
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class DisciplineLeaderboard(_Body):
+    """The per-discipline view (``leaderboard(view="disciplines")``); scores on a
+    ``scale``-point scale."""
+
+    judge: str
+    prompt_version: str
+    scale: int
+    disciplines: list[DisciplineBoard]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["disciplines"] = _each(
+            DisciplineBoard, fields["disciplines"], "DisciplineLeaderboard.disciplines"
+        )
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as a JSON object (names hidden from the reader are null)."""
+        return dataclasses.asdict(self)

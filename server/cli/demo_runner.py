@@ -255,8 +255,8 @@ async def _evaluate(
             for outcome in summary:
                 if outcome.session_id:
                     await admin.wait_scored(outcome.session_id, timeout_s=600, poll_s=0.5)
-        board = await admin.leaderboard(diagnostics=True)
-        by_discipline = await admin.leaderboard(view="disciplines")
+        board = (await admin.leaderboard(diagnostics=True)).to_json()
+        by_discipline = (await admin.leaderboard(view="disciplines")).to_json()
     return board, by_discipline, failures
 
 

@@ -29,13 +29,16 @@ from clients.sdk import (
     AsyncProctorClient,
     AuthenticationError,
     ConflictError,
+    DisciplineLeaderboard,
     Item,
+    Leaderboard,
     NotFoundError,
     NotPendingError,
     PermissionDeniedError,
     ProctorError,
     QuotaExhaustedError,
     RateLimitError,
+    Role,
     ServiceUnavailableError,
     SessionClosedError,
     SessionInUseError,
@@ -134,7 +137,7 @@ async def test_a_vendor_drives_a_session_from_registration_to_scores(
     async with api(world_db) as a:
         client, log = a.client("vendor")
         who = await client.whoami()
-        assert (who["role"], who["org_id"]) == ("vendor", str(a.world.a.id))
+        assert (who.role, who.org_id, who.session_id) == (Role.VENDOR, str(a.world.a.id), None)
         model = await client.register_model(
             name="sdk-model",
             api_snapshot="2026-11-01",
@@ -189,8 +192,30 @@ async def test_a_vendor_drives_a_session_from_registration_to_scores(
         assert progress.complete and progress.state == "scored"
         assert (progress.answers, progress.waiting) == (N_ITEMS, 0)
         assert progress.judged == N_ITEMS
-        assert isinstance(await client.leaderboard(), dict)
-        assert isinstance(await client.leaderboard(view="disciplines"), dict)
+        board = await client.leaderboard()
+        assert isinstance(board, Leaderboard) and board.baselines is None
+        assert (board.judge, board.prompt_version) == (progress.judge, progress.prompt_version)
+        rows = [row for row in board.models if row.model_id == model.id]
+        # a model is ranked once it has a score (answers left for review have none)
+        assert len(rows) == (1 if progress.scored else 0)
+        by_discipline = await client.leaderboard(view="disciplines")
+        assert isinstance(by_discipline, DisciplineLeaderboard) and by_discipline.scale == 10
+        entries = {
+            (block.discipline, entry.name, entry.score, entry.items)
+            for block in by_discipline.disciplines
+            for entry in block.models
+            if entry.model_id == model.id
+        }
+        for row in rows:
+            assert (row.name, row.family, row.sessions) == ("sdk-model", "sdk", 1)
+            assert row.absolute is not None and len(row.absolute.session_values) == 1
+            # staff-only fields are not sent to a vendor: the SDK reads them as None
+            assert (row.organisation, row.latency, row.cost, row.contamination) == (None,) * 4
+            assert row.disciplines  # the two views agree on the per-discipline scores
+            assert entries == {
+                (discipline, "sdk-model", score.score, score.items)
+                for discipline, score in row.disciplines.items()
+            }
 
     assert len(log.calls("POST", "/v1/auth/token")) == 1  # one token for the whole run
     assert not log.calls("POST", "/v1/auth/refresh")
@@ -468,7 +493,7 @@ async def test_a_revoked_token_is_replaced_from_the_key(world_db: tuple[str, Wor
         client, log = a.client("vendor")
         await client.whoami()
         await revoke(a, log.tokens[-1])
-        assert (await client.whoami())["role"] == "vendor"
+        assert (await client.whoami()).role == "vendor"
         assert [e.status for e in log.calls("GET", "/v1/whoami")] == [200, 401, 200]
         assert len(log.calls("POST", "/v1/auth/token")) == 2
 
@@ -478,7 +503,7 @@ async def test_a_refused_refresh_falls_back_to_the_key(world_db: tuple[str, Worl
         client, log = a.client("vendor", refresh_margin_s=60)
         await client.whoami()
         await revoke(a, log.tokens[-1])
-        assert (await client.whoami())["role"] == "vendor"
+        assert (await client.whoami()).role == "vendor"
         assert [e.status for e in log.calls("POST", "/v1/auth/refresh")] == [401]
         assert [e.status for e in log.calls("POST", "/v1/auth/token")] == [200, 200]
 

@@ -127,7 +127,7 @@ def test_retry_after_and_bad_keys_over_real_http(world_db: tuple[str, World]) ->
             response=lambda: problem_response(429, "Too many requests", retry_after="0.5"),
         )
         started = time.monotonic()
-        assert client.whoami()["role"] == "vendor"
+        assert client.whoami().role == "vendor"
         assert time.monotonic() - started >= 0.5
         stranger, _ = make(key="pk_wrong")
         with pytest.raises(AuthenticationError):
@@ -138,7 +138,7 @@ def test_threads_share_one_token(world_db: tuple[str, World]) -> None:
     with clients(world_db) as make:
         client, log = make()
         with ThreadPoolExecutor(8) as pool:
-            roles = list(pool.map(lambda _: client.whoami()["role"], range(16)))
+            roles = list(pool.map(lambda _: client.whoami().role, range(16)))
         assert set(roles) == {"vendor"}
         assert len(log.calls("POST", "/v1/auth/token")) == 1
 
