@@ -16,6 +16,9 @@ from clients.sdk import (
     AlreadyAnsweredError,
     APIConnectionError,
     AuthenticationError,
+    DisciplineLeaderboard,
+    Leaderboard,
+    PermissionDeniedError,
     ProctorClient,
     SessionInUseError,
     Usage,
@@ -80,6 +83,32 @@ def test_a_session_driven_by_the_blocking_client(world_db: tuple[str, World]) ->
             assert progress.complete and progress.answers == N_ITEMS
         assert [e.status for e in log.calls("POST", "/answers")] == [201] * N_ITEMS
         assert {e.user_agent for e in log.log} == {f"proctor-sdk/{__version__}"}
+
+
+def test_the_leaderboard_is_typed_and_a_vendor_reads_the_public_fields_only(
+    world_db: tuple[str, World],
+) -> None:
+    with clients(world_db) as make:
+        vendor, _ = make()
+        admin, _ = make("admin")
+        session = vendor.create_session(model_id=model_of(world_db[1]))
+        for item in vendor.items(session.id):
+            vendor.submit_answer(session.id, item, "A")
+        progress = vendor.wait_scored(session.id, timeout_s=60, poll_s=0.1)
+        staff = admin.leaderboard(baselines=True)
+        public = vendor.leaderboard()
+        assert isinstance(staff, Leaderboard) and isinstance(public, Leaderboard)
+        assert staff.baselines is not None and public.baselines is None
+        # a model is ranked once it has a score (answers left for review have none)
+        assert len(staff.models) == (1 if progress.scored else 0)
+        assert [r.model_id for r in public.models] == [r.model_id for r in staff.models]
+        for seen, full in zip(public.models, staff.models, strict=True):
+            assert (seen.name, seen.position, seen.sessions) == (full.name, full.position, 1)
+            assert (seen.organisation, seen.latency, seen.cost, seen.contamination) == (None,) * 4
+            assert full.organisation and full.latency and full.cost and full.contamination
+        with pytest.raises(PermissionDeniedError, match="baselines"):
+            vendor.leaderboard(baselines=True)
+        assert isinstance(vendor.leaderboard(view="disciplines"), DisciplineLeaderboard)
 
 
 def test_lost_responses_over_real_http(world_db: tuple[str, World]) -> None:
