@@ -61,9 +61,22 @@ async def test_demo_ranks_the_models_as_configured_and_writes_the_report(
         sessions = db.execute("SELECT state, n_items FROM eval_sessions").fetchall()
         verdicts = db.execute("SELECT count(*) FROM verdicts WHERE score IS NOT NULL").fetchone()
         judged = db.execute("SELECT count(*) FROM verdicts WHERE method = 'judge'").fetchone()
+        item_disciplines = [row[0] for row in db.execute("SELECT DISTINCT discipline FROM items")]
+        taxonomy = dict(db.execute("SELECT key, evaluated FROM disciplines").fetchall())
+        sampled = {
+            row[0]
+            for row in db.execute(
+                "SELECT DISTINCT i.discipline FROM answers a JOIN items i ON i.id = a.item_id"
+            )
+        }
     assert sorted(sessions) == [("scored", 24)] * 6
     assert verdicts == (144,)
     assert judged[0] > 0, "no answer went to the local judge"
+    # MMLU-Pro's "biology" and GAOKAO-Bench's "Biology" are one discipline: every item holds
+    # a canonical key of the taxonomy, and sessions draw only from evaluated disciplines
+    assert len({d.casefold() for d in item_disciplines}) == len(item_disciplines) > 1
+    assert set(item_disciplines) <= set(taxonomy)
+    assert sampled and all(taxonomy[d] for d in sampled)
     assert (workdir / "transcript-demo-strong.jsonl").exists()
 
 
