@@ -79,7 +79,7 @@ class SessionOutcome:
     n_items: int
     answered_before: int
     answered: int = 0
-    state: SessionState | None = None
+    state: SessionState | str | None = None
     """The session's state when driving it ended (None if it could not be read)."""
     error: str | None = None
     resumed: bool = False

@@ -6,7 +6,8 @@ server imports them, so each name is written once. They are ``StrEnum``: a membe
 its string, so ``session.state == "scored"`` holds and JSON carries the plain value.
 
 Ids are strings (as on the wire); timestamps are timezone-aware ``datetime``. Fields a newer
-server adds are ignored, so an older SDK keeps working against it.
+server adds are ignored, and a state, mode, role, policy, bound or stop reason this SDK
+does not know arrives as its plain string, so an older SDK keeps working against it.
 """
 
 from __future__ import annotations
@@ -151,6 +152,21 @@ def _datetime(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value))
 
 
+VocabularyT = TypeVar("VocabularyT", bound=StrEnum)
+
+
+def _vocabulary(cls: type[VocabularyT], value: Any) -> VocabularyT | str:
+    """``value`` as a member of ``cls``, or as its plain string when this SDK does not know
+    it (a state, mode or role a newer server added): an older SDK keeps reading responses.
+    ``TypeError`` if ``value`` is not a string."""
+    if not isinstance(value, str):
+        raise TypeError(f"{cls.__name__}: expected a string, got {type(value).__name__}")
+    try:
+        return cls(value)
+    except ValueError:
+        return value
+
+
 def _object(data: Any, what: str) -> dict[str, Any]:
     """``data`` if it is a JSON object; ``TypeError`` naming ``what`` otherwise."""
     if not isinstance(data, dict):
@@ -254,8 +270,8 @@ class Session:
     id: str
     org_id: str
     model_id: str
-    mode: SessionMode
-    state: SessionState
+    mode: SessionMode | str
+    state: SessionState | str
     n_items: int
     allocated: int
     """Items not delivered yet."""
@@ -281,8 +297,8 @@ class Session:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _with_datetimes(_known(cls, data), "deadline_at", "created_at", "ended_at")
-        fields["mode"] = SessionMode(fields["mode"])
-        fields["state"] = SessionState(fields["state"])
+        fields["mode"] = _vocabulary(SessionMode, fields["mode"])
+        fields["state"] = _vocabulary(SessionState, fields["state"])
         adaptive = fields.get("adaptive")
         fields["adaptive"] = None if adaptive is None else AdaptiveSummary.from_json(adaptive)
         return cls(**fields)
@@ -313,8 +329,8 @@ class AdaptiveSummary(_Body):
     ``stop_reason``) are None for roles other than admin and auditor until the session is
     scored."""
 
-    policy: AdaptivePolicy
-    bound: AdaptiveBound
+    policy: AdaptivePolicy | str
+    bound: AdaptiveBound | str
     delta: float
     target_halfwidth: float
     budget: int
@@ -324,15 +340,15 @@ class AdaptiveSummary(_Body):
     estimate: float | None = None
     halfwidth: float | None = None
     checks: int | None = None
-    stop_reason: StopReason | None = None
+    stop_reason: StopReason | str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
-        fields["policy"] = AdaptivePolicy(fields["policy"])
-        fields["bound"] = AdaptiveBound(fields["bound"])
+        fields["policy"] = _vocabulary(AdaptivePolicy, fields["policy"])
+        fields["bound"] = _vocabulary(AdaptiveBound, fields["bound"])
         stop = fields.get("stop_reason")
-        fields["stop_reason"] = None if stop is None else StopReason(stop)
+        fields["stop_reason"] = None if stop is None else _vocabulary(StopReason, stop)
         return cls(**fields)
 
 
@@ -387,7 +403,7 @@ class ScoringProgress:
     """How far the scoring of a session has come (counts only, never per-item verdicts)."""
 
     session_id: str
-    state: SessionState
+    state: SessionState | str
     """The session's state."""
     judge: str
     prompt_version: str
@@ -414,7 +430,7 @@ class ScoringProgress:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
-        fields["state"] = SessionState(fields["state"])
+        fields["state"] = _vocabulary(SessionState, fields["state"])
         return cls(**fields)
 
 
@@ -425,14 +441,14 @@ class Identity(_Body):
     subject: str
     """The id of the API key the token was exchanged for."""
     org_id: str
-    role: Role
+    role: Role | str
     session_id: str | None = None
     """The one session a session-scoped token may drive; None for an unscoped token."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
-        fields["role"] = Role(fields["role"])
+        fields["role"] = _vocabulary(Role, fields["role"])
         return cls(**fields)
 
 

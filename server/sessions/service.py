@@ -17,6 +17,7 @@ from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import draw_anchor_sample
+from bank.disciplines import sampled_disciplines
 from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
@@ -114,8 +115,7 @@ async def create_session(
     else:
         sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
     if not drawn.items:
-        where = "anchor set" if mode is SessionMode.ANCHOR else "bank"
-        raise Conflict(f"the {where} has no items left that this organisation has not seen")
+        raise Conflict(await _why_nothing_was_drawn(db, mode=mode))
     record = EvalSession(
         org_id=org_id,
         model_id=model.id,
@@ -245,6 +245,17 @@ async def _drive(
 def _is_open(record: EvalSession, now: datetime) -> bool:
     """Whether items may still be delivered and answered."""
     return record.state in OPEN_STATE_VALUES and record.deadline_at > now
+
+
+async def _why_nothing_was_drawn(db: AsyncSession, *, mode: SessionMode) -> str:
+    if mode is SessionMode.ANCHOR:
+        return "the anchor set has no items left that this organisation has not seen"
+    if not await sampled_disciplines(db):
+        return (
+            "no evaluated discipline of the bank has items "
+            "(the operator sets them with `proctor bank disciplines --set`)"
+        )
+    return "the bank has no items left that this organisation has not seen"
 
 
 def _require_open(record: EvalSession, now: datetime) -> None:

@@ -54,8 +54,17 @@ async def test_set_changes_the_quota_split_of_a_new_fixed_session(
         _, before = await evaluator_session(client, world.a, n_items=12)
         assert await _session_disciplines(fresh_db_url, before) == {"d0": 4, "d1": 4, "d2": 4}
         await run_sync(proctor_db, fresh_db_url, "bank", "disciplines", "--set", "D0, d2")
-        _, after = await evaluator_session(client, world.b, n_items=12)
+        headers, after = await evaluator_session(client, world.b, n_items=12)
         assert await _session_disciplines(fresh_db_url, after) == {"d0": 6, "d2": 6}
+        # evaluated disciplines without items: the refusal says so (not "all items seen")
+        await run_sync(proctor_db, fresh_db_url, "bank", "disciplines", "--set", "military")
+        assert world.b.model_id is not None
+        refused = await client.post(
+            "/v1/sessions", headers=headers, json={"model_id": str(world.b.model_id), "n_items": 4}
+        )
+        assert refused.status_code == 409, refused.text
+        assert "no evaluated discipline of the bank has items" in refused.json()["detail"]
+        await run_sync(proctor_db, fresh_db_url, "bank", "disciplines", "--set", "D0, d2")
     listed = await run_sync(disciplines, fresh_db_url)
     assert {k for k, row in listed.items() if row["evaluated"]} == {"d0", "d2"}
     refused = await run_sync(
