@@ -41,6 +41,7 @@ from bank.duplicates.near import (
     comparable_text,
     find_and_index_near_duplicates,
 )
+from bank.formats.input_problems import problem_lines
 from bank.locks import lock
 from bank.models import Item, make_slot
 from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
@@ -50,7 +51,6 @@ from bank.taxonomy import MAX_KEY, DisciplineMap, canonical_key
 ID_NAMESPACE = uuid.UUID("6f1c2a4e-8b7d-4f0a-9c3e-2d5b7a1e9f40")
 """Namespace of content-derived item ids (records that bring no id of their own)."""
 IMPORT_LOCK = "bank:import"
-MAX_REPORTED_ERRORS = 50
 
 
 class ImportRefused(Exception):
@@ -58,9 +58,7 @@ class ImportRefused(Exception):
 
     def __init__(self, errors: Sequence[RecordError]) -> None:
         self.errors = list(errors)
-        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
-        more = len(self.errors) - MAX_REPORTED_ERRORS
-        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
+        super().__init__(problem_lines(self.errors))
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,14 @@ class InputError(ValueError):
 
     def __init__(self, errors: Sequence[InputProblem]) -> None:
         self.errors = list(errors)
-        shown = "\n".join(str(e) for e in self.errors[:MAX_REPORTED_ERRORS])
-        more = len(self.errors) - MAX_REPORTED_ERRORS
-        super().__init__(shown + (f"\n... and {more} more" if more > 0 else ""))
+        super().__init__(problem_lines(self.errors))
+
+
+def problem_lines(problems: Sequence[object]) -> str:
+    """The first :data:`MAX_REPORTED_ERRORS` problems, a line each, and how many more."""
+    shown = "\n".join(str(p) for p in problems[:MAX_REPORTED_ERRORS])
+    more = len(problems) - MAX_REPORTED_ERRORS
+    return shown + (f"\n... and {more} more" if more > 0 else "")
 
 
 def read_text(path: str | os.PathLike[str], error: type[InputError]) -> tuple[str, str]:

@@ -4,10 +4,8 @@ traceback)."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from pydantic import ValidationError
 
 from server.config import InvalidSettings, Settings, get_settings
 from tests.support.api import JWT_SECRET
+from tests.support.cli import proctor as run_proctor
 
 WEAK_SECRETS = [
     pytest.param("change-me", "well-known default", id="placeholder-change-me"),
@@ -71,20 +70,8 @@ def test_other_invalid_settings_name_their_variable() -> None:
 
 
 def proctor(*args: str, secret: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")},
-        "PROCTOR_JWT_SECRET": secret,
-        "PROCTOR_DATA_DIR": str(home / "data"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "server", *args],
-        cwd=home,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    env = {"PROCTOR_JWT_SECRET": secret, "PROCTOR_DATA_DIR": str(home / "data")}
+    return run_proctor(*args, env=env, cwd=home, timeout=120)
 
 
 @pytest.mark.parametrize(
