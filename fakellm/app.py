@@ -297,8 +297,11 @@ class FakeProvider:
                     code="model_not_found",
                     param="model",
                 )
-            if self.config.latency_ms > 0:
-                await asyncio.sleep(self.config.latency_ms / 1000)
+            latency_ms = (
+                self.config.latency_ms if profile.latency_ms is None else profile.latency_ms
+            )
+            if latency_ms > 0:
+                await asyncio.sleep(latency_ms / 1000)
             reply = self.answer(profile, messages)
             body = self._completion(model, messages, reply)
             if text:

@@ -55,6 +55,9 @@ class ModelProfile:
     """Judges: ``normal``; ``echo`` (repeats the user message, then its verdict);
     ``garbled-once`` (prose without a rating, unless the request carries our format
     reminder); ``garbled`` (never a rating)."""
+    latency_ms: float | None = None
+    """Delay before this profile's replies; None: the server's ``latency_ms`` (a slow model
+    next to a fast judge is how real providers behave)."""
 
     def accuracy_for(self, discipline: str | None) -> float:
         """The probability of a correct answer to a question of ``discipline``."""
@@ -171,6 +174,8 @@ def _apply(
             raise ProfileError(f"{at}: unknown field (known: {known})")
         if key in ("accuracy", "noise"):
             changes[key] = _probability(value, at)
+        elif key == "latency_ms":
+            changes[key] = _milliseconds(value, at)
         elif key == "discipline_accuracy":
             if not isinstance(value, dict):
                 raise ProfileError(f"{at}: must be an object mapping disciplines to accuracies")
@@ -190,6 +195,17 @@ def _apply(
             "a model's behaviour is 'normal'"
         )
     return updated
+
+
+def _milliseconds(value: object, at: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProfileError(f"{at}: {value!r} is not a number")
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ProfileError(f"{at}: {value!r} is not a delay of 0 or more milliseconds")
+    return number
 
 
 def _probability(value: object, at: str) -> float:

@@ -5,6 +5,7 @@ scores so far until its stopping rule fires."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,9 +17,12 @@ from clients.runner.transcript import Transcript, read_lines
 from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
+from fakellm.profiles import BUILTIN_PROFILES
 from tests.support.api import World, running_api, seed_world, test_settings
 from tests.support.fake_llm import running_fake_llm
 from tests.support.sessions import table_counts, wait_until
+
+MODEL_LATENCY_MS = 60.0
 
 
 @pytest.fixture
@@ -31,7 +35,14 @@ async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
 ) -> None:
     db_url, w = world
     assert w.a.model_id is not None
-    key = ServerConfig(answer_key=await AnswerKey.load_database(db_url))
+    # The model is slower than scoring, as real models are: the server picks each next item
+    # from what is scored so far, so a model answering faster than the judge scores would
+    # run to the budget before a check sees enough scores.
+    slow = replace(BUILTIN_PROFILES["model-strong"], latency_ms=MODEL_LATENCY_MS)
+    key = ServerConfig(
+        answer_key=await AnswerKey.load_database(db_url),
+        profiles={**BUILTIN_PROFILES, slow.name: slow},
+    )
     with running_fake_llm(key) as llm:
         settings = test_settings(
             db_url,
@@ -71,6 +82,7 @@ async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
     assert session.mode == "adaptive" and session.adaptive is not None
     assert session.adaptive["stop_reason"] == "precise"
     n = session.n_items
+    print("NSTOP", n, session.adaptive)
     assert n < 100 and session.completed == n == outcome.answered
     assert session.adaptive["n_scored"] == n
     assert 0 <= session.adaptive["estimate"] <= 100

@@ -19,6 +19,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -402,6 +403,21 @@ async def test_latency_is_honoured_without_blocking_other_requests() -> None:
     assert stats["requests"] == 16 and stats["max_in_flight"] >= 8 and stats["in_flight"] == 0
 
 
+async def test_a_profile_latency_slows_that_model_only() -> None:
+    latency = 0.3
+    slow = replace(BUILTIN_PROFILES["model-mid"], latency_ms=latency * 1000)
+    config = ServerConfig(profiles={**BUILTIN_PROFILES, "model-mid": slow})
+    with running(config) as url:
+        started = time.monotonic()
+        [fast] = await chat_many(url, [("judge", "hello")])
+        judge_s = time.monotonic() - started
+        started = time.monotonic()
+        [reply] = await chat_many(url, [("model-mid", "hello")])
+        model_s = time.monotonic() - started
+    assert fast.status_code == reply.status_code == 200
+    assert model_s >= latency > judge_s
+
+
 async def test_injected_errors_come_at_the_configured_rate_with_retry_headers() -> None:
     rate, n = 0.3, 500
     config = ServerConfig(error_rate=rate, retry_after=1.5, latency_ms=50, seed=7)
@@ -449,6 +465,8 @@ def test_profile_file_errors_name_the_file_and_field(tmp_path: Path) -> None:
         '{"m": {"role": "oracle"}}': "m.role: 'oracle' is not one of model, judge",
         '{"m": {"think": "loud"}}': "m.think: 'loud'",
         '{"m": {"behaviour": "echo"}}': "m.behaviour: only judges",
+        '{"m": {"latency_ms": -1}}': "m.latency_ms: -1 is not a delay of 0 or more",
+        '{"m": {"latency_ms": "slow"}}': "m.latency_ms: 'slow' is not a number",
         '[{"accuracy": 0.5}]': "[0].name: missing",
         '{"m": ': "not JSON",
     }
