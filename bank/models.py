@@ -101,6 +101,8 @@ class Item(Base):
     status: Mapped[str] = mapped_column(String(16), default="active")
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    replaces_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    """The retired item this one is the edited version of (review: edit and restore)."""
 
 
 class Exposure(Base):
@@ -176,3 +178,62 @@ class ItemLshKey(Base):
 
     key: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     item_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+
+
+class ItemStatusChange(Base):
+    """One change of an item's status (flagged by health, kept, retired, restored), with
+    its reasons and who made it; the item's review history."""
+
+    __tablename__ = "item_status_changes"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"), index=True)
+    from_status: Mapped[str] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    reasons: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    """Flag rules that fired (``saturated``, ``floor``, ...) or the review action."""
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    actor: Mapped[str] = mapped_column(String(64))
+    """Who changed it: an API key id, ``cli`` or ``health-job``."""
+    snapshot_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    """The health snapshot whose figures flagged the item."""
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class HealthSnapshot(Base):
+    """A health report of the bank as computed at one time on one model population."""
+
+    __tablename__ = "health_snapshots"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    computed_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    population: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    verdict_watermark: Mapped[int] = mapped_column(BigInteger, default=0)
+    """The highest verdict id the report read (the job recomputes after enough new ones)."""
+    report: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+
+class ItemSet(Base):
+    """A named set of items (e.g. a selective subset from the health figures) that
+    sessions can draw from."""
+
+    __tablename__ = "item_sets"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    rule: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    """How the set was built (the subset rule and its figures), for the record."""
+    n_items: Mapped[int] = mapped_column(Integer, default=0)
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ItemSetMember(Base):
+    __tablename__ = "item_set_members"
+
+    set_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("item_sets.id", ondelete="CASCADE"), primary_key=True
+    )
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"), primary_key=True)
