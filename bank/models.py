@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -31,8 +32,22 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, JSONType, utcnow
 
-ITEM_STATUSES: frozenset[str] = frozenset({"active", "flagged", "retired", "anchor"})
-"""active: sampled; flagged: held for review; retired: never again; anchor: private anchor set."""
+
+class ItemStatus(StrEnum):
+    """Where an item stands; the allowed changes between them are ``bank.item_status``'s."""
+
+    ACTIVE = "active"
+    """Sampled for ordinary sessions."""
+    FLAGGED = "flagged"
+    """Held for review (by the health job or an admin): not sampled until kept."""
+    RETIRED = "retired"
+    """Never sampled again (kept for history and for the answers already given to it)."""
+    ANCHOR = "anchor"
+    """In the private anchor set (``bank.anchor_set``): drawn only by anchor-set sessions."""
+
+
+ITEM_STATUSES: frozenset[str] = frozenset(status.value for status in ItemStatus)
+"""The values of :class:`ItemStatus`, as the ``items.status`` column stores them."""
 
 SLOT_RANK_BITS = 32
 
@@ -77,7 +92,7 @@ class Item(Base):
     __tablename__ = "items"
     __table_args__ = (
         CheckConstraint(
-            "status IN ('active', 'flagged', 'retired', 'anchor')", name="status_known"
+            f"status IN ({', '.join(repr(s.value) for s in ItemStatus)})", name="status_known"
         ),
     )
 
@@ -98,7 +113,8 @@ class Item(Base):
     explanation: Mapped[str | None] = mapped_column(Text, nullable=True)
     source: Mapped[str | None] = mapped_column(String(200), nullable=True)
     language: Mapped[str] = mapped_column(String(16), default="zh")
-    status: Mapped[str] = mapped_column(String(16), default="active")
+    status: Mapped[str] = mapped_column(String(16), default=ItemStatus.ACTIVE.value)
+    """An :class:`ItemStatus` value."""
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     replaces_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)

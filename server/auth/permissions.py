@@ -51,6 +51,10 @@ class Permission(StrEnum):
     SESSIONS_ADAPTIVE = "sessions:adaptive"
     """Open adaptive sessions: their item choice and stopping follow the verdicts so far, so
     whoever drives one learns from them; not for vendors."""
+    BANK_HEALTH_READ = "bank:health-read"
+    """Read the bank's health figures, item statuses and review history (not answers)."""
+    BANK_REVIEW = "bank:review"
+    """Review items: keep, retire, or edit and restore a flagged item; see its answer."""
 
 
 _OWN_ORG_WORK = frozenset(
@@ -85,6 +89,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             Permission.LEADERBOARD_READ,
             Permission.LEADERBOARD_FULL,
             Permission.SCORES_LIVE,
+            Permission.BANK_HEALTH_READ,
         }
     ),
     Role.ADMIN: frozenset(Permission),
