@@ -1,0 +1,234 @@
+"""``proctor bank health``: item and bank health on the server's verdicts or on recorded
+responses, optionally flagging items for review."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.adaptive.recorded import RecordedInputError
+from bank.health.labels import Breakdown
+from bank.health.population import Population, parse_population
+from bank.health.recorded import load_recorded
+from bank.health.report import FIGURES, HealthOptions, HealthReport, health_report
+from judge.ranking.static_compare import LeaderboardInputError, read_leaderboard_csv
+from server.cli.options import JsonFlag
+from server.cli.output import fail, stderr
+from server.cli.unit_of_work import run_in_unit_of_work
+from server.health.service import (
+    collect_verdicts,
+    compute_report,
+    flag_reported_items,
+    store_snapshot,
+)
+
+CLI_ACTOR = "cli"
+
+
+def health_command(
+    population: Annotated[
+        str,
+        typer.Option(
+            help="Models to compute on: all, top:K (by mean score), models:A,B, "
+            "family:NAME, before:YYYY-MM-DD or after:YYYY-MM-DD.",
+        ),
+    ] = "all",
+    by: Annotated[Breakdown, typer.Option(help="How to group items into strata.")] = (
+        Breakdown.DISCIPLINE
+    ),
+    responses: Annotated[
+        Path | None,
+        typer.Option(help="Recorded responses CSV (model column, then one per item id)."),
+    ] = None,
+    items: Annotated[
+        Path | None, typer.Option(help="Items JSONL of the recorded responses.")
+    ] = None,
+    models: Annotated[
+        Path | None,
+        typer.Option(help="Models CSV of the recorded responses: model,family,params_b,date."),
+    ] = None,
+    peers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--peer",
+            help="STRATUM=CSV: a static leaderboard (model,score or model,rank) of that "
+            "stratum for CBRC and BQS; repeatable.",
+        ),
+    ] = None,
+    flag: Annotated[
+        bool,
+        typer.Option(
+            "--flag", help="Move flagged items to status 'flagged' (server verdicts only)."
+        ),
+    ] = False,
+    items_csv: Annotated[
+        Path | None, typer.Option(help="Also write every item's figures to this CSV.")
+    ] = None,
+    iterations: Annotated[
+        int, typer.Option(min=2, max=10_000, help="Bootstrap resamples for stability.")
+    ] = 100,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the bootstraps.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Item and bank health: discriminability, alignment, saturation, flags, subsets.
+
+    On the server's own verdicts (and stored as a snapshot), or with --responses and
+    --items on recorded data. Every figure states the model population it rests on; a
+    figure that cannot be computed is null with its reason."""
+    try:
+        chosen = parse_population(population)
+    except ValueError as error:
+        fail(f"--population: {error}", code=2)
+    if (responses is None) != (items is None):
+        fail("--responses and --items go together", code=2)
+    if responses is not None and flag:
+        fail("--flag acts on the bank's items; it needs the server's verdicts", code=2)
+    options = HealthOptions(by=by, stability_iterations=iterations, seed=seed)
+    peer_boards = _peers(peers or [])
+    if responses is not None and items is not None:
+        report = _recorded(responses, items, models, chosen, options, peer_boards)
+    else:
+        report = _on_server(chosen, options, flag=flag)
+    if items_csv is not None:
+        _write_items_csv(report, items_csv)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, allow_nan=False))
+        return
+    _print(report)
+
+
+def _recorded(
+    responses: Path,
+    items: Path,
+    models: Path | None,
+    population: Population,
+    options: HealthOptions,
+    peers: dict[str, list[dict[str, float]]],
+) -> HealthReport:
+    try:
+        recorded = load_recorded(responses, items, models)
+    except RecordedInputError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot read: {error}")
+    return health_report(
+        recorded.responses,
+        recorded.labels,
+        population=population,
+        options=options,
+        peers=peers,
+    )
+
+
+def _on_server(population: Population, options: HealthOptions, *, flag: bool) -> HealthReport:
+    """Collect, compute and store a snapshot in one transaction (and flag, with --flag)."""
+
+    async def work(db: AsyncSession) -> HealthReport:
+        collected = await collect_verdicts(db)
+        report = await compute_report(collected, population=population, options=options)
+        snapshot = await store_snapshot(db, report=report, watermark=collected.watermark)
+        if flag:
+            moved = await flag_reported_items(
+                db,
+                report=report,
+                item_uuids=collected.item_uuids,
+                item_ids=collected.responses.item_ids,
+                actor=CLI_ACTOR,
+                snapshot_id=snapshot.id,
+            )
+            stderr.print(f"{moved} items moved to flagged")
+        return report
+
+    return run_in_unit_of_work(work)
+
+
+def _peers(values: list[str]) -> dict[str, list[dict[str, float]]]:
+    boards: dict[str, list[dict[str, float]]] = {}
+    for value in values:
+        stratum, sep, path = value.partition("=")
+        if not sep or not stratum.strip() or not path:
+            fail(f"--peer {value!r}: expected STRATUM=CSV", code=2)
+        try:
+            board = read_leaderboard_csv(path)
+        except LeaderboardInputError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"--peer: cannot read {path}: {error}")
+        # Ranks order the other way round: rank 1 is the best score.
+        sign = -1.0 if board.column == "rank" else 1.0
+        scores = {m: sign * v for m, v in board.values.items()}
+        boards.setdefault(stratum.strip(), []).append(scores)
+    return boards
+
+
+def _write_items_csv(report: HealthReport, path: Path) -> None:
+    columns = ["item_id", "n", "p", "difficulty", "point_biserial", "spearman", "cas"]
+    columns += ["cas_kfold", "inversions", "pairs", "cad", "separation", "flags"]
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(columns)
+            for item_id, row in report.items.items():
+                d = row["discrimination"]
+                flat = {**row, "point_biserial": d["point_biserial"], "spearman": d["spearman"]}
+                flat["flags"] = ";".join(row["flags"])
+                writer.writerow([item_id, *(_cell(flat[c]) for c in columns[1:])])
+    except OSError as error:
+        fail(f"--items-csv: cannot write {path}: {error}")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+
+def _print(report: HealthReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    population = report.population
+    console.print(
+        f"population: {population.get('kind')} — {population.get('n_models')} models; "
+        f"{report.bank['n_items']} items with responses; {len(report.flags)} items flagged"
+    )
+    table = Table(title="bank and strata")
+    table.add_column("stratum")
+    table.add_column("items", justify="right")
+    table.add_column("models", justify="right")
+    for key in FIGURES:
+        table.add_column(key, justify="right")
+    for name, row in [("(bank)", report.bank), *report.strata.items()]:
+        table.add_row(
+            name, str(row["n_items"]), str(row["n_models"]), *(_fmt(row[k]) for k in FIGURES)
+        )
+    console.print(table)
+    subsets = Table(title="selective subsets")
+    columns = ("rule", "items", "retention", "rank tau", "stability", "full", "DS", "full")
+    for column in columns:
+        subsets.add_column(column, justify="right" if column != "rule" else "left")
+    for name, s in report.subsets.items():
+        subsets.add_row(
+            name,
+            str(s["retained"]),
+            _fmt(s["retention"]),
+            *(
+                _fmt(s[key]["value"])
+                for key in ("rank_tau", "stability_subset", "stability_full", "ds_subset")
+            ),
+            _fmt(s["ds_full"]["value"]),
+        )
+    console.print(subsets)

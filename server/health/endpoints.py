@@ -1,0 +1,65 @@
+"""``GET /v1/admin/bank/health``: the latest health snapshot; ``.../history``: the bank
+figures of earlier ones, for trends. Admins and auditors; nothing is computed on a request
+(snapshots come from the scheduled job and ``proctor bank health``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from bank.models import HealthSnapshot
+from server.api.dependencies import BankHealthReader, DbSession
+from server.errors import NotFound
+from server.health.schemas import HealthOut, SnapshotSummaryOut
+from server.health.service import latest_snapshot
+
+router = APIRouter(tags=["bank health"])
+
+
+class ItemsShown(StrEnum):
+    ALL = "all"
+    FLAGGED = "flagged"
+    NONE = "none"
+
+
+@router.get("/v1/admin/bank/health", response_model=HealthOut)
+async def read_health(
+    db: DbSession, _: BankHealthReader, items: ItemsShown = ItemsShown.ALL
+) -> HealthOut:
+    """The latest snapshot: population, choices, bank, strata, items and subsets."""
+    snapshot = await latest_snapshot(db)
+    if snapshot is None:
+        raise NotFound("no health snapshot yet: run `proctor bank health` or wait for the job")
+    report: dict[str, Any] = dict(snapshot.report)
+    shown = report.get("items", {})
+    if items is ItemsShown.FLAGGED:
+        shown = {k: v for k, v in shown.items() if v.get("flags")}
+    elif items is ItemsShown.NONE:
+        shown = {}
+    return HealthOut.model_validate(
+        {**report, "items": shown, "id": snapshot.id, "computed_at": snapshot.computed_at}
+    )
+
+
+@router.get("/v1/admin/bank/health/history", response_model=list[SnapshotSummaryOut])
+async def read_health_history(
+    db: DbSession,
+    _: BankHealthReader,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[SnapshotSummaryOut]:
+    """Newest first: each snapshot's time, population and bank figures."""
+    rows = await db.execute(
+        select(HealthSnapshot).order_by(HealthSnapshot.computed_at.desc()).limit(limit)
+    )
+    return [
+        SnapshotSummaryOut(
+            id=s.id,
+            computed_at=s.computed_at,
+            population=s.population,
+            bank=s.report.get("bank", {}),
+        )
+        for s in rows.scalars()
+    ]

@@ -1,0 +1,46 @@
+"""The scheduled health job: every ``health_interval_s`` seconds, a new snapshot (and
+flags) once ``health_min_new_verdicts`` verdicts arrived since the last one. It runs in the
+scoring worker process, or in the API process on the embedded default; never on a
+request."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from server.config import Settings
+from server.health.service import RefreshOutcome, refresh_health
+
+log = logging.getLogger(__name__)
+
+
+async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcome:
+    outcome = await refresh_health(
+        engine,
+        population=settings.health_population,
+        min_new_verdicts=settings.health_min_new_verdicts,
+        flag=settings.health_flag,
+    )
+    if outcome.snapshot_id is not None:
+        log.info(
+            "bank health snapshot %s after %d new verdicts; %d items flagged",
+            outcome.snapshot_id,
+            outcome.new_verdicts,
+            outcome.flagged,
+        )
+    return outcome
+
+
+async def health_forever(engine: AsyncEngine, settings: Settings) -> None:
+    """Run :func:`refresh_once` on the interval until cancelled; a failure is logged and
+    the next tick tries again."""
+    while True:
+        await asyncio.sleep(settings.health_interval_s)
+        try:
+            await refresh_once(engine, settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("bank health job failed")
