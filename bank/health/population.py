@@ -236,19 +236,16 @@ def top_k_mask(values: FloatArray, k: int) -> BoolArray:
     return mask
 
 
-def _reasons(responses: Responses, population: Population) -> list[str | None]:
-    """Per model, why the population leaves it out (None: it is in)."""
-    answered = responses.responses_per_model() > 0
-    reasons: list[str | None] = [None if seen else "no responses" for seen in answered]
-    kind = population.kind
-    if kind is PopulationKind.NAMED:
+def _check_known(responses: Responses, population: Population) -> None:
+    """Raise ``ValueError`` when the population names a model or family not in ``responses``."""
+    if population.kind is PopulationKind.NAMED:
         known = {m.name for m in responses.models}
         unknown = [name for name in population.names if name not in known]
         if unknown:
             shown = ", ".join(repr(name[:40]) for name in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise ValueError(f"no such model in the responses: {shown}{more}")
-    if kind is PopulationKind.FAMILY and not any(
+    if population.kind is PopulationKind.FAMILY and not any(
         m.family == population.family for m in responses.models
     ):
         families = sorted({m.family for m in responses.models if m.family is not None})
@@ -256,6 +253,14 @@ def _reasons(responses: Responses, population: Population) -> list[str | None]:
             f"no model of family {population.family!r}; families: "
             + (", ".join(families[:20]) or "none")
         )
+
+
+def _reasons(responses: Responses, population: Population) -> list[str | None]:
+    """Per model, why the population leaves it out (None: it is in)."""
+    _check_known(responses, population)
+    answered = responses.responses_per_model() > 0
+    reasons: list[str | None] = [None if seen else "no responses" for seen in answered]
+    kind = population.kind
     named = set(population.names)
     for index, info in enumerate(responses.models):
         if reasons[index] is not None:
