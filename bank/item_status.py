@@ -63,6 +63,7 @@ __all__ = [
     "DuplicateContent",
     "InvalidReview",
     "ItemReviewError",
+    "ItemStatus",
     "TransitionRefused",
     "UnknownItems",
     "allowed",

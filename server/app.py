@@ -26,6 +26,7 @@ from server.api.runtime import Runtime, build_runtime
 from server.audit.endpoints import router as audit_router
 from server.audit.middleware import AuditMiddleware
 from server.auth.endpoints import router as auth_router
+from server.bank_items.endpoints import router as bank_items_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work, warn_if_privileged
 from server.leaderboard.endpoints import router as leaderboard_router
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         scoring_router,
         leaderboard_router,
         audit_router,
+        bank_items_router,
     ):
         app.include_router(router)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.

@@ -52,6 +52,10 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/leaderboard"): ALL,
     ("GET", "/v1/leaderboard/anchors"): ALL,
     ("PUT", "/v1/admin/leaderboard/anchor"): ADMIN,
+    # item review: admins and auditors read the queue and histories, only admins review
+    ("GET", "/v1/admin/bank/items"): OVERSIGHT,
+    ("GET", "/v1/admin/bank/items/{item_id}/history"): OVERSIGHT,
+    ("POST", "/v1/admin/bank/items/{item_id}/review"): ADMIN,
 }
 
 
@@ -195,6 +199,25 @@ async def _abort(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/admin/sessions/{await m.fresh_session()}/abort")
 
 
+async def _active_item(m: Matrix) -> str:
+    """An active item of the bank (read as an admin)."""
+    got = await m.client.get(
+        "/v1/admin/bank/items", params={"status": "active", "limit": 1}, headers=m.headers["admin"]
+    )
+    assert got.status_code == 200, got.text
+    return str(got.json()[0]["id"])
+
+
+async def _item_history(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/admin/bank/items/{await _active_item(m)}/history")
+
+
+async def _review(m: Matrix, role: str | None) -> Call:
+    # a fresh active item each time: retiring it is a move every active item allows
+    item = await _active_item(m)
+    return Call(f"/v1/admin/bank/items/{item}/review", {"action": "retire", "note": "matrix"})
+
+
 PREPARE: dict[tuple[str, str], Prepare] = {
     **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
     ("POST", "/v1/auth/token"): _token,
@@ -220,6 +243,9 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("PUT", "/v1/admin/leaderboard/anchor"): static(
         "/v1/admin/leaderboard/anchor", {"model_id": None}
     ),
+    ("GET", "/v1/admin/bank/items"): static("/v1/admin/bank/items"),
+    ("GET", "/v1/admin/bank/items/{item_id}/history"): _item_history,
+    ("POST", "/v1/admin/bank/items/{item_id}/review"): _review,
 }
 
 
