@@ -106,11 +106,21 @@ class HealthReport:
     population: dict[str, Any]
     bank: dict[str, Any]
     strata: dict[str, dict[str, Any]]
-    items: dict[str, dict[str, Any]]
     subsets: dict[str, dict[str, Any]]
     flags: dict[str, tuple[str, ...]]
     """Item id -> the rules that flag it (only flagged items)."""
+    item_ids: tuple[str, ...] = ()
+    item_stats: ItemStatistics | None = None
+    """Per-item figures (None when the report leaves the item section out)."""
     choices: dict[str, str] = field(default_factory=lambda: dict(CHOICES))
+
+    @property
+    def items(self) -> dict[str, dict[str, Any]]:
+        """Item id -> its figures, JSON-ready (built on demand: a million items take
+        seconds to spell out)."""
+        if self.item_stats is None:
+            return {}
+        return _items_dict(self.item_ids, self.item_stats, self.flags)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,9 +171,10 @@ def health_report(
         population=describe(population, responses, chosen),
         bank=_figures_dict(bank),
         strata={name: _figures_dict(s) for name, s in strata.items()},
-        items=_items_dict(data, stats, flagged) if options.items else {},
-        subsets=_subsets(data, stats, options),
+        subsets=_subsets(data, stats, options, full_stability=bank["stability"]),
         flags=flagged,
+        item_ids=data.item_ids,
+        item_stats=stats if options.items else None,
     )
 
 
@@ -257,7 +268,9 @@ def _cbrc(data: Responses, scores: FloatArray, peers: Sequence[Mapping[str, floa
         ours.append(scores[common])
         theirs.append(np.array([peer[names[i]] for i in common], dtype=np.float64))
     value = float(
-        np.nanmean([aggregates.ranking_consistency(o, [t]) for o, t in zip(ours, theirs)])
+        np.nanmean(
+            [aggregates.ranking_consistency(o, [t]) for o, t in zip(ours, theirs, strict=True)]
+        )
     )
     return Figure.of(value, min(len(o) for o in ours), "fewer than 2 common models")
 
@@ -341,7 +354,9 @@ def _add_health_index(
 ) -> None:
     """Two-dimension BHI over the strata (S_Disc, S_AS); the bank's is their item-weighted
     mean."""
-    names = [n for n, s in strata.items() if all(s[k].value is not None for k in ("edr", "rcv", "s_as"))]
+    names = [
+        n for n, s in strata.items() if all(s[k].value is not None for k in ("edr", "rcv", "s_as"))
+    ]
     if len(names) < 2:
         for s in strata.values():
             s["bhi"] = Figure.missing("needs two strata with EDR, RCV and S_AS")
@@ -389,54 +404,90 @@ def _figures_dict(stratum: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _number(x: float) -> float | None:
-    return None if not math.isfinite(x) else round(float(x), 6)
+def _json_list(values: FloatArray, n: int) -> list[float | None]:
+    """``values`` rounded to 6 decimals, None where not finite (all None if empty)."""
+    if values.size == 0:
+        return [None] * n
+    rounded = np.round(values, 6).tolist()
+    finite = np.isfinite(values).tolist()
+    return [v if ok else None for v, ok in zip(rounded, finite, strict=True)]
 
 
 def _items_dict(
-    data: Responses, stats: ItemStatistics, flagged: Mapping[str, tuple[str, ...]]
+    item_ids: Sequence[str], stats: ItemStatistics, flagged: Mapping[str, tuple[str, ...]]
 ) -> dict[str, dict[str, Any]]:
-    columns = {
-        "p": stats.p,
-        "difficulty": stats.difficulty,
-        "cas": stats.cas,
-        "cas_kfold": stats.cas_kfold,
-        "cad": stats.cad,
-        "separation": stats.separation,
-    }
-    lists = {k: v.tolist() for k, v in columns.items()}
-    pb, lo, hi = (a.tolist() for a in (stats.point_biserial, stats.point_biserial_low, stats.point_biserial_high))
-    sp = stats.spearman.tolist()
-    irt_a = stats.irt_a.tolist() if stats.irt_a.size else [math.nan] * data.n_items
-    irt_b = stats.irt_b.tolist() if stats.irt_b.size else [math.nan] * data.n_items
-    n, inv, pairs = stats.n.tolist(), stats.inversions.tolist(), stats.pairs.tolist()
-    out: dict[str, dict[str, Any]] = {}
-    for i, item_id in enumerate(data.item_ids):
-        row: dict[str, Any] = {k: _number(v[i]) for k, v in lists.items()}
-        row["discrimination"] = {
-            "point_biserial": _number(pb[i]),
-            "interval": [_number(lo[i]), _number(hi[i])],
-            "spearman": _number(sp[i]),
+    n_items = len(item_ids)
+    p, difficulty, cas, cas_kfold, cad, separation, pb, low, high, rho, irt_a, irt_b = (
+        _json_list(values, n_items)
+        for values in (
+            stats.p,
+            stats.difficulty,
+            stats.cas,
+            stats.cas_kfold,
+            stats.cad,
+            stats.separation,
+            stats.point_biserial,
+            stats.point_biserial_low,
+            stats.point_biserial_high,
+            stats.spearman,
+            stats.irt_a,
+            stats.irt_b,
+        )
+    )
+    n, inversions, pairs = stats.n.tolist(), stats.inversions.tolist(), stats.pairs.tolist()
+    return {
+        item_id: {
+            "p": p[i],
+            "difficulty": difficulty[i],
+            "discrimination": {
+                "point_biserial": pb[i],
+                "interval": [low[i], high[i]],
+                "spearman": rho[i],
+            },
+            "cas": cas[i],
+            "cas_kfold": cas_kfold[i],
+            "inversions": inversions[i],
+            "pairs": pairs[i],
+            "cad": cad[i],
+            "separation": separation[i],
+            "irt": {"a": irt_a[i], "b": irt_b[i]},
+            "n": n[i],
+            "flags": list(flagged.get(item_id, ())),
         }
-        row["inversions"] = inv[i]
-        row["pairs"] = pairs[i]
-        row["irt"] = {"a": _number(irt_a[i]), "b": _number(irt_b[i])}
-        row["n"] = n[i]
-        row["flags"] = list(flagged.get(item_id, ()))
-        out[item_id] = row
-    return out
+        for i, item_id in enumerate(item_ids)
+    }
 
 
 def _subsets(
-    data: Responses, stats: ItemStatistics, options: HealthOptions
+    data: Responses, stats: ItemStatistics, options: HealthOptions, *, full_stability: Figure
 ) -> dict[str, dict[str, Any]]:
+    """Each rule's subset against the full bank; the full bank's stability on every model
+    is the bank figure already computed (not bootstrapped again per rule)."""
+
+    def stability(
+        responses: Responses,
+        *,
+        iterations: int,
+        seed: int,
+        items: BoolArray | None = None,
+    ) -> Figure:
+        if responses.n_models == data.n_models and (items is None or bool(np.all(items))):
+            return full_stability
+        return rank_stability(
+            responses,
+            iterations=iterations,
+            seed=seed,
+            items=items,
+            min_models=options.minimums.models_per_stratum,
+        )
+
     out: dict[str, dict[str, Any]] = {}
     for rule in options.subsets:
         evaluation = evaluate_subset(
             data,
             select_subset(stats, rule),
             discriminability=aggregates.discriminability,
-            stability=rank_stability,
+            stability=stability,
             iterations=options.stability_iterations,
             seed=options.seed,
             minimums=options.minimums,

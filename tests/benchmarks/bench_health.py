@@ -35,7 +35,9 @@ FAMILIES = 10
 SIZES = (1.5, 3.0, 7.0, 14.0, 32.0, 72.0)
 
 
-def synthetic(n_items: int, n_models: int, observed: float, seed: int) -> tuple[Responses, ItemLabels]:
+def synthetic(
+    n_items: int, n_models: int, observed: float, seed: int
+) -> tuple[Responses, ItemLabels]:
     rng = np.random.default_rng(seed)
     models = [
         ModelInfo(f"m{j}", f"family-{j % FAMILIES}", SIZES[(j // FAMILIES) % len(SIZES)])
@@ -97,6 +99,9 @@ def main() -> None:
         options=HealthOptions(stability_iterations=args.iterations, items=True),
     )
     full_s = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    spelled = len(full.items)
+    items_json_s = time.perf_counter() - t2
     print(
         json.dumps(
             {
@@ -107,6 +112,8 @@ def main() -> None:
                 "item_statistics_s": round(stats_s, 2),
                 "report_without_items_s": round(report_s, 2),
                 "report_with_items_s": round(full_s, 2),
+                "item_section_s": round(items_json_s, 2),
+                "item_section_rows": spelled,
                 "peak_rss_mib_after_build": round(rss_built, 1),
                 "peak_rss_mib": round(peak_rss_mib(), 1),
                 "flagged": len(full.flags),
