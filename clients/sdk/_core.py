@@ -58,6 +58,7 @@ from clients.sdk.types import (
     Model,
     ScoringProgress,
     Session,
+    SessionMode,
     Usage,
 )
 
@@ -355,10 +356,17 @@ def create_session(
     n_items: int | None,
     mode: str,
     adaptive: AdaptiveChoice | None = None,
+    item_set: str | None = None,
 ) -> Call[Session]:
-    body: dict[str, Any] = {"model_id": str(model_id), "mode": mode}
+    """The session's body; naming ``item_set`` with the default mode asks for
+    ``mode: item_set`` (the server refuses a set with any other mode)."""
+    if item_set is not None and mode == SessionMode.FIXED:
+        mode = SessionMode.ITEM_SET
+    body: dict[str, Any] = {"model_id": str(model_id), "mode": str(mode)}
     if n_items is not None:
         body["n_items"] = n_items
+    if item_set is not None:
+        body["item_set"] = item_set
     if adaptive is not None:
         body["adaptive"] = adaptive.to_json() if isinstance(adaptive, AdaptiveOptions) else adaptive
     return Call(

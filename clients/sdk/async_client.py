@@ -197,14 +197,16 @@ class AsyncProctorClient:
         n_items: int | None = None,
         mode: SessionMode = SessionMode.FIXED,
         adaptive: AdaptiveChoice | None = None,
+        item_set: str | None = None,
     ) -> Session:
         """Open a session (a fresh sample of unseen items). ``mode="adaptive"`` lets the
         server choose items and stop early (``n_items`` is then the budget; ``adaptive``:
-        :class:`~clients.sdk.types.AdaptiveOptions`, or the same as a dict). Not retried
-        once the request may have reached the server: after an ``APIConnectionError``, look
-        at ``list_sessions()`` before opening another."""
+        :class:`~clients.sdk.types.AdaptiveOptions`, or the same as a dict). ``item_set``
+        names an item set an admin saved to draw from (mode ``item_set``; admins and
+        evaluators only). Not retried once the request may have reached the server: after
+        an ``APIConnectionError``, look at ``list_sessions()`` before opening another."""
         call = _core.create_session(
-            model_id=model_id, n_items=n_items, mode=mode, adaptive=adaptive
+            model_id=model_id, n_items=n_items, mode=mode, adaptive=adaptive, item_set=item_set
         )
         return await self._run(call)
 

@@ -103,12 +103,14 @@ class ItemState(StrEnum):
 class SessionMode(StrEnum):
     """The kind of session: ``fixed`` (a stratified sample, ranked), ``adaptive`` (the
     server picks items and stops early), ``replay`` and ``anchor`` (contamination checks,
-    admins and evaluators only)."""
+    admins and evaluators only), ``item_set`` (drawn from a named item set an admin saved;
+    admins and evaluators only, not ranked)."""
 
     FIXED = "fixed"
     REPLAY = "replay"
     ANCHOR = "anchor"
     ADAPTIVE = "adaptive"
+    ITEM_SET = "item_set"
 
 
 class Role(StrEnum):

@@ -39,7 +39,8 @@ def _now() -> datetime:
 async def create_session(
     body: SessionCreate, db: DbSession, runtime: RuntimeDep, principal: SessionsCreator
 ) -> SessionOut:
-    """Open a session for a registered model: a fresh sample of unseen items is allocated."""
+    """Open a session for a registered model: a fresh sample of unseen items is allocated
+    (with ``item_set``: from that named item set; admins and evaluators only)."""
     record = await service.create_session(
         db,
         principal=principal,
@@ -49,6 +50,7 @@ async def create_session(
         now=_now(),
         mode=body.mode,
         adaptive_request=_adaptive_request(body),
+        item_set=body.item_set,
     )
     return await _session_out(db, record, principal)
 

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.sdk.types import (
     AdaptiveBound,
@@ -66,10 +66,22 @@ class SessionCreate(RequestBody):
     n_items: int | None = Field(None, ge=1, le=100_000)
     """Admins and evaluators only; the default is the server's (1,000)."""
     mode: SessionMode = SessionMode.FIXED
-    """``fixed`` or ``adaptive``; ``replay`` and ``anchor`` (contamination checks) for
-    admins and evaluators only (``server.sessions.modes``)."""
+    """``fixed`` or ``adaptive``; ``replay`` and ``anchor`` (contamination checks) and
+    ``item_set`` for admins and evaluators only (``server.sessions.modes``)."""
     adaptive: AdaptiveOptions | None = None
     """Only with ``mode: adaptive``."""
+    item_set: str | None = Field(None, min_length=1, max_length=100)
+    """The name of a saved item set to draw the sample from (admins and evaluators only);
+    naming one makes ``mode`` default to ``item_set``, and any other mode is refused."""
+
+    @model_validator(mode="after")
+    def _item_set_mode(self) -> SessionCreate:
+        """``item_set`` without a mode means ``mode: item_set``; the two go together."""
+        if self.item_set is not None and "mode" not in self.model_fields_set:
+            self.mode = SessionMode.ITEM_SET
+        if (self.item_set is not None) != (self.mode is SessionMode.ITEM_SET):
+            raise ValueError("mode 'item_set' and an item_set name go together")
+        return self
 
 
 class SessionOut(BaseModel):

@@ -19,9 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.anchor_set import draw_anchor_sample
 from bank.disciplines import sampled_disciplines
 from bank.exposure import mark_delivered, record_exposure, release_undelivered
+from bank.item_sets import draw_item_set_sample, get_item_set
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
-from bank.sampling.service import allocate_sample, persist_sample
+from bank.sampling.service import DrawnSample, allocate_sample, persist_sample
 from clients.llm.traces import split_reasoning
 from judge.contamination.replay import replay_prompt
 from judge.prompts import PROMPT_VERSION
@@ -32,6 +33,7 @@ from server.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
+    NotFound,
     NotPending,
     QuotaExhausted,
     SessionClosed,
@@ -44,7 +46,13 @@ from server.scoring.service import enqueue_answer
 from server.sessions import adaptive
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
-from server.sessions.modes import CONTAMINATION_MODES, REPLAY_QTYPE, SessionMode, replay_mask
+from server.sessions.modes import (
+    CONTAMINATION_MODES,
+    ITEM_SET_PERMISSION,
+    REPLAY_QTYPE,
+    SessionMode,
+    replay_mask,
+)
 from server.sessions.states import (
     OPEN_STATE_VALUES,
     ItemState,
@@ -77,18 +85,25 @@ async def create_session(
     now: datetime,
     mode: SessionMode = SessionMode.FIXED,
     adaptive_request: adaptive.AdaptiveRequest | None = None,
+    item_set: str | None = None,
 ) -> EvalSession:
     """Allocate a fresh sample for ``model_id``'s organisation and open a session on it.
 
     ``mode`` (``server.sessions.modes``): a fixed session draws the stratified sample, a
     replay session too (its items are then delivered masked), an anchor-set session draws
     from the private anchor set, an adaptive session draws its pool (``n_items`` is its
-    budget) and records its policy (``adaptive_request``; ``server.sessions.adaptive``).
+    budget) and records its policy (``adaptive_request``; ``server.sessions.adaptive``),
+    an item-set session draws from the set named ``item_set`` (``bank.item_sets``).
     Refuses (403) a non-default ``n_items`` from roles that may not size sessions and
-    contamination and adaptive modes from roles that may not run them, (409) more open sessions than
-    ``limits.max_concurrent``, and (429) more sessions per period."""
+    contamination, adaptive and item-set modes from roles that may not run them, (404) an
+    item set that does not exist (only to roles that may use sets), (409) more open
+    sessions than ``limits.max_concurrent``, and (429) more sessions per period."""
     if adaptive_request is not None and mode is not SessionMode.ADAPTIVE:
         raise InvalidInput("adaptive options are only for mode 'adaptive'")
+    if (item_set is not None) != (mode is SessionMode.ITEM_SET):
+        raise InvalidInput("mode 'item_set' and an item_set name go together")
+    if mode is SessionMode.ITEM_SET and not principal.can(ITEM_SET_PERMISSION):
+        raise Forbidden("only admins and evaluators may open sessions on a named item set")
     if mode in CONTAMINATION_MODES and not principal.can(Permission.SESSIONS_CONTAMINATION):
         raise Forbidden(f"only admins and evaluators may open {mode.value} sessions")
     if mode is SessionMode.ADAPTIVE and not principal.can(Permission.SESSIONS_ADAPTIVE):
@@ -112,10 +127,13 @@ async def create_session(
     if mode is SessionMode.ANCHOR:
         drawn = await draw_anchor_sample(db, org_id=org_id, n=n)
         sample = await persist_sample(db, org_id=org_id, sample=drawn)
+    elif item_set is not None:
+        drawn = await _draw_from_item_set(db, org_id=org_id, name=item_set, n=n)
+        sample = await persist_sample(db, org_id=org_id, sample=drawn)
     else:
         sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
     if not drawn.items:
-        raise Conflict(await _why_nothing_was_drawn(db, mode=mode))
+        raise Conflict(await _why_nothing_was_drawn(db, mode=mode, item_set=item_set))
     record = EvalSession(
         org_id=org_id,
         model_id=model.id,
@@ -147,6 +165,17 @@ async def create_session(
             defaults=limits.adaptive,
         )
     return record
+
+
+async def _draw_from_item_set(
+    db: AsyncSession, *, org_id: uuid.UUID, name: str, n: int
+) -> DrawnSample:
+    """Up to ``n`` items of the set ``name`` for the organisation; ``NotFound`` if no set
+    has that name."""
+    record = await get_item_set(db, name)
+    if record is None:
+        raise NotFound(f"no item set is named {name!r}")
+    return await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
 
 
 async def _check_org_quotas(
@@ -247,9 +276,16 @@ def _is_open(record: EvalSession, now: datetime) -> bool:
     return record.state in OPEN_STATE_VALUES and record.deadline_at > now
 
 
-async def _why_nothing_was_drawn(db: AsyncSession, *, mode: SessionMode) -> str:
+async def _why_nothing_was_drawn(
+    db: AsyncSession, *, mode: SessionMode, item_set: str | None = None
+) -> str:
     if mode is SessionMode.ANCHOR:
         return "the anchor set has no items left that this organisation has not seen"
+    if item_set is not None:
+        return (
+            f"the item set {item_set!r} has no active items left "
+            "that this organisation has not seen"
+        )
     if not await sampled_disciplines(db):
         return (
             "no evaluated discipline of the bank has items "
