@@ -29,6 +29,7 @@ from server.auth.endpoints import router as auth_router
 from server.bank_items.endpoints import router as bank_items_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work, warn_if_privileged
+from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
 from server.scoring.endpoints import router as scoring_router
@@ -143,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         leaderboard_router,
         audit_router,
         bank_items_router,
+        item_sets_router,
     ):
         app.include_router(router)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.

@@ -56,6 +56,9 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/admin/bank/items"): OVERSIGHT,
     ("GET", "/v1/admin/bank/items/{item_id}/history"): OVERSIGHT,
     ("POST", "/v1/admin/bank/items/{item_id}/review"): ADMIN,
+    # named item sets: admins save them, oversight lists them (never their members)
+    ("POST", "/v1/admin/bank/item-sets"): ADMIN,
+    ("GET", "/v1/admin/bank/item-sets"): OVERSIGHT,
 }
 
 
@@ -218,6 +221,12 @@ async def _review(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/admin/bank/items/{item}/review", {"action": "retire", "note": "matrix"})
 
 
+async def _save_item_set(m: Matrix, role: str | None) -> Call:
+    # a new name each time: a second set of one name is refused (409)
+    name = f"matrix-{uuid.uuid4().hex[:8]}"
+    return Call("/v1/admin/bank/item-sets", {"name": name, "item_ids": [await _active_item(m)]})
+
+
 PREPARE: dict[tuple[str, str], Prepare] = {
     **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
     ("POST", "/v1/auth/token"): _token,
@@ -246,6 +255,8 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/admin/bank/items"): static("/v1/admin/bank/items"),
     ("GET", "/v1/admin/bank/items/{item_id}/history"): _item_history,
     ("POST", "/v1/admin/bank/items/{item_id}/review"): _review,
+    ("POST", "/v1/admin/bank/item-sets"): _save_item_set,
+    ("GET", "/v1/admin/bank/item-sets"): static("/v1/admin/bank/item-sets"),
 }
 
 
