@@ -29,6 +29,8 @@ from server.auth.endpoints import router as auth_router
 from server.bank_items.endpoints import router as bank_items_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work, warn_if_privileged
+from server.health.endpoints import router as health_router
+from server.health.job import health_forever
 from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
@@ -97,12 +99,14 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
     worker = ScoringWorker(engine=runtime.engine, settings=settings)
     runtime.waker = EventWaker(event)
     task = asyncio.create_task(worker.run_forever(event), name="scoring-worker")
+    health = asyncio.create_task(health_forever(runtime.engine, settings), name="health-job")
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for background in (task, health):
+            background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await background
         await worker.aclose()
 
 
@@ -145,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         audit_router,
         bank_items_router,
         item_sets_router,
+        health_router,
     ):
         app.include_router(router)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.

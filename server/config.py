@@ -10,6 +10,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from server.auth.tokens import KeyConfigurationError, check_secret
 
@@ -188,6 +189,22 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(30.0, gt=0)
     """How often the server expires sessions past their deadline."""
 
+    # --- bank health ---
+    health_interval_s: float = Field(300.0, gt=0)
+    """How often the scoring worker (in-process on the embedded default) checks whether
+    enough new verdicts arrived to recompute the bank's health."""
+    health_min_new_verdicts: int = Field(500, ge=1)
+    """New verdicts since the last health snapshot that trigger a new one."""
+    health_flag: bool = True
+    """Whether the scheduled health job moves items its rules flag to ``flagged``."""
+    health_flag_max_share: float = Field(0.1, gt=0, le=1)
+    """The scheduled job flags nothing (and logs a warning) when its rules would move more
+    than this share of the active items at once: thresholds that fit the population badly
+    must not empty the bank unattended (``proctor bank health --flag`` has no such cap)."""
+    health_population: str = "all"
+    """The model population of scheduled health snapshots (``all``, ``top:10``,
+    ``family:NAME``, ``models:A,B``, ``before:YYYY-MM-DD``, ``after:YYYY-MM-DD``)."""
+
     # --- audit log ---
     audit_spool_dir: Path | None = None
     """Where audit rows wait while the database is unreachable (default
@@ -252,6 +269,12 @@ class Settings(BaseSettings):
     """The stopping rule is checked after every this many scored items."""
     adaptive_pilot: int = Field(2, ge=0, le=100)
     """Items every stratum gets before the allocation follows the policy."""
+
+    @field_validator("health_population")
+    @classmethod
+    def _known_population(cls, value: str) -> str:
+        parse_population(value)  # ValueError names what is wrong
+        return value
 
     @field_validator("jwt_secret")
     @classmethod

@@ -78,6 +78,10 @@ CHOICES: dict[str, str] = {
         "because ten-odd strata make data-derived weights unstable; the bank's BHI is "
         "the item-weighted mean of its strata's"
     ),
+    "items": (
+        "an item with fewer responding models than the minimum (8), no within-family pair "
+        "and no flag is left out of the item section: all its figures would be null"
+    ),
     "subsets": (
         "cad_ds: item CAD > 0.15 and the top 35% by d_q (share of model pairs separated); "
         "cas: CAS > 0.4; cad_ds_cas: both"
@@ -112,15 +116,20 @@ class HealthReport:
     item_ids: tuple[str, ...] = ()
     item_stats: ItemStatistics | None = None
     """Per-item figures (None when the report leaves the item section out)."""
+    item_minimum: int = Minimums().models_per_item
     choices: dict[str, str] = field(default_factory=lambda: dict(CHOICES))
 
     @property
     def items(self) -> dict[str, dict[str, Any]]:
-        """Item id -> its figures, JSON-ready (built on demand: a million items take
-        seconds to spell out)."""
-        if self.item_stats is None:
+        """Item id -> its figures, JSON-ready, built on demand. An item with fewer
+        responding models than the minimum, no within-family pair and no flag is left out:
+        every figure of it would be null (a sparse bank has many)."""
+        stats = self.item_stats
+        if stats is None:
             return {}
-        return _items_dict(self.item_ids, self.item_stats, self.flags)
+        flagged = np.isin(np.asarray(self.item_ids, dtype=object), list(self.flags))
+        shown = (stats.n >= self.item_minimum) | (stats.pairs > 0) | flagged
+        return _items_dict(self.item_ids, stats, self.flags, np.flatnonzero(shown))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -175,6 +184,7 @@ def health_report(
         flags=flagged,
         item_ids=data.item_ids,
         item_stats=stats if options.items else None,
+        item_minimum=options.minimums.models_per_item,
     )
 
 
@@ -414,11 +424,14 @@ def _json_list(values: FloatArray, n: int) -> list[float | None]:
 
 
 def _items_dict(
-    item_ids: Sequence[str], stats: ItemStatistics, flagged: Mapping[str, tuple[str, ...]]
+    item_ids: Sequence[str],
+    stats: ItemStatistics,
+    flagged: Mapping[str, tuple[str, ...]],
+    shown: IntArray,
 ) -> dict[str, dict[str, Any]]:
-    n_items = len(item_ids)
+    n_items = shown.size
     p, difficulty, cas, cas_kfold, cad, separation, pb, low, high, rho, irt_a, irt_b = (
-        _json_list(values, n_items)
+        _json_list(values[shown] if values.size else values, n_items)
         for values in (
             stats.p,
             stats.difficulty,
@@ -434,7 +447,7 @@ def _items_dict(
             stats.irt_b,
         )
     )
-    n, inversions, pairs = stats.n.tolist(), stats.inversions.tolist(), stats.pairs.tolist()
+    n, inversions, pairs = (a[shown].tolist() for a in (stats.n, stats.inversions, stats.pairs))
     return {
         item_id: {
             "p": p[i],
@@ -454,7 +467,7 @@ def _items_dict(
             "n": n[i],
             "flags": list(flagged.get(item_id, ())),
         }
-        for i, item_id in enumerate(item_ids)
+        for i, item_id in enumerate(item_ids[k] for k in shown.tolist())
     }
 
 

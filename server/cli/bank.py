@@ -23,6 +23,7 @@ from bank.records import RawRecord
 from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
 from bank.taxonomy import DisciplineMap, MapFileError
+from server.cli.bank_health import health_command
 from server.cli.groups import group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import stderr
@@ -34,6 +35,7 @@ app = group(
     "bank", "The private question bank.", "proctor bank import --format mmlu_pro data.jsonl"
 )
 register = group_registrar(app)
+app.command("health")(health_command)
 SAMPLES = ("gaokao_bench", "mmlu_pro")
 
 

@@ -22,7 +22,15 @@ async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcom
         population=settings.health_population,
         min_new_verdicts=settings.health_min_new_verdicts,
         flag=settings.health_flag,
+        max_flag_share=settings.health_flag_max_share,
     )
+    if outcome.held_back:
+        log.warning(
+            "bank health: %d items flagged, more than %.0f%% of the active bank; none moved "
+            "(review the thresholds, or flag with `proctor bank health --flag`)",
+            outcome.held_back,
+            100 * settings.health_flag_max_share,
+        )
     if outcome.snapshot_id is not None:
         log.info(
             "bank health snapshot %s after %d new verdicts; %d items flagged",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel
+
+from bank.health.population import PopulationKind
 
 
 class AbilitiesOut(BaseModel):
@@ -17,12 +18,24 @@ class AbilitiesOut(BaseModel):
     max: float | None
 
 
+class PopulationParametersOut(BaseModel):
+    """The parameters of the population's kind (the others are null)."""
+
+    top: int | None = None
+    ranked_by: str | None = None
+    ties: str | None = None
+    names: list[str] | None = None
+    family: str | None = None
+    date: str | None = None
+    rule: str | None = None
+
+
 class PopulationOut(BaseModel):
     """The model population a report was computed on."""
 
-    kind: str
+    kind: PopulationKind
     text: str
-    parameters: dict[str, Any]
+    parameters: PopulationParametersOut
     n_models: int
     n_models_total: int
     models: list[str]

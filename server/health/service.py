@@ -27,13 +27,17 @@ from bank.health.report import HealthOptions, HealthReport, health_report
 from bank.health.responses import FloatArray, IntArray, ModelInfo, Responses
 from bank.item_status import ItemStatus, change_status
 from bank.models import HealthSnapshot, Item
+from clients.sdk.types import SessionMode
+from judge.ranking.scores import MAX_SCORE
 from server.database import unit_of_work
 from server.registry.models import RegisteredModel
 from server.scoring.models import Verdict
-from server.sessions.adaptive import HISTORY_MODES, MAX_SCORE
 from server.sessions.models import Answer, EvalSession
 
 HEALTH_ACTOR = "health-job"
+READ_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
+"""Sessions whose verdicts health reads: replay and anchor sessions measure
+contamination on items chosen for it, not the bank's ordinary use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
                 (Answer.session_id == Verdict.session_id) & (Answer.position == Verdict.position),
             )
             .join(EvalSession, EvalSession.id == Verdict.session_id)
-            .where(Verdict.score.is_not(None), EvalSession.mode.in_(HISTORY_MODES))
+            .where(Verdict.score.is_not(None), EvalSession.mode.in_(READ_MODES))
         )
     ).all()
     model_ids = sorted({r.model_id for r in rows}, key=str)
@@ -90,7 +94,9 @@ async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
     y = np.bincount(response, score, minlength=n_responses) / np.maximum(judges, 1)
     correct = np.bincount(response, score >= 2 / MAX_SCORE - 1e-9, minlength=n_responses)
     disagree = (judges >= 2) & (correct > 0) & (correct < judges)
-    cells, cell_index = np.unique(cell_item * max(1, len(model_ids)) + cell_model, return_inverse=True)
+    cells, cell_index = np.unique(
+        cell_item * max(1, len(model_ids)) + cell_model, return_inverse=True
+    )
     totals = np.bincount(cell_index, y)
     counts = np.bincount(cell_index)
     responses = Responses.from_cells(
@@ -212,16 +218,20 @@ async def flag_reported_items(
     by_reasons: dict[tuple[str, ...], list[uuid.UUID]] = {}
     for item_id, reasons in report.flags.items():
         by_reasons.setdefault(reasons, []).append(uuid_of[item_id])
-    active = set(
-        (
-            await db.execute(
-                select(Item.id).where(
-                    Item.id.in_([u for ids in by_reasons.values() for u in ids]),
-                    Item.status == ItemStatus.ACTIVE.value,
+    active = (
+        set(
+            (
+                await db.execute(
+                    select(Item.id).where(
+                        Item.id.in_([u for ids in by_reasons.values() for u in ids]),
+                        Item.status == ItemStatus.ACTIVE.value,
+                    )
                 )
-            )
-        ).scalars()
-    ) if by_reasons else set()
+            ).scalars()
+        )
+        if by_reasons
+        else set()
+    )
     moved = 0
     for reasons, ids in sorted(by_reasons.items()):
         targets = [i for i in ids if i in active]
@@ -255,6 +265,8 @@ class RefreshOutcome:
     snapshot_id: uuid.UUID | None
     new_verdicts: int
     flagged: int
+    held_back: int = 0
+    """Flags not applied because they exceeded ``max_flag_share`` of the active items."""
 
 
 async def refresh_health(
@@ -263,15 +275,21 @@ async def refresh_health(
     population: str,
     min_new_verdicts: int,
     flag: bool,
+    max_flag_share: float = 1.0,
     options: HealthOptions | None = None,
     actor: str = HEALTH_ACTOR,
 ) -> RefreshOutcome:
     """A new snapshot when at least ``min_new_verdicts`` verdicts arrived since the last
-    (1 forces one whenever there is any new verdict); the scheduled job's one step."""
+    (1 forces one whenever there is any new verdict); the scheduled job's one step. With
+    ``flag``, the flagged items move to ``flagged`` unless they are more than
+    ``max_flag_share`` of the active items (then none move: ``held_back``)."""
     async with unit_of_work(engine) as db:
         last = await latest_snapshot(db)
         since = 0 if last is None else last.verdict_watermark
-        new = await db.scalar(select(func.count()).where(Verdict.id > since)) or 0
+        new = (
+            await db.scalar(select(func.count()).select_from(Verdict).where(Verdict.id > since))
+            or 0
+        )
     if new < min_new_verdicts:
         return RefreshOutcome(None, int(new), 0)
     async with unit_of_work(engine) as db:
@@ -281,8 +299,13 @@ async def refresh_health(
     )
     async with unit_of_work(engine) as db:
         snapshot = await store_snapshot(db, report=report, watermark=collected.watermark)
-        flagged = 0
-        if flag:
+        flagged = held_back = 0
+        active = await db.scalar(
+            select(func.count()).select_from(Item).where(Item.status == ItemStatus.ACTIVE.value)
+        )
+        if flag and len(report.flags) > max_flag_share * int(active or 0):
+            held_back = len(report.flags)
+        elif flag:
             flagged = await flag_reported_items(
                 db,
                 report=report,
@@ -292,7 +315,7 @@ async def refresh_health(
                 snapshot_id=snapshot.id,
             )
         snapshot_id = snapshot.id
-    return RefreshOutcome(snapshot_id, int(new), flagged)
+    return RefreshOutcome(snapshot_id, int(new), flagged, held_back)
 
 
 def snapshot_summary(snapshot: HealthSnapshot) -> dict[str, Any]:

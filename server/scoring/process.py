@@ -20,6 +20,7 @@ from arq.worker import Worker
 
 from server.config import Settings
 from server.database import create_engine
+from server.health.job import health_forever
 from server.scoring.wakeup import WAKE_FUNCTION
 from server.scoring.worker import ScoringWorker
 
@@ -72,7 +73,10 @@ async def run_worker_process(settings: Settings) -> None:
     )
     worker = ScoringWorker(engine=engine, settings=settings)
     wake = asyncio.Event()
-    tasks = [asyncio.create_task(worker.run_forever(wake), name="scoring-loop")]
+    tasks = [
+        asyncio.create_task(worker.run_forever(wake), name="scoring-loop"),
+        asyncio.create_task(health_forever(engine, settings), name="health-job"),
+    ]
     if settings.redis_url:
         tasks.append(asyncio.create_task(_supervise_arq(settings.redis_url, wake), name="arq"))
     log.info("scoring worker %s started", worker.owner)

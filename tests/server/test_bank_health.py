@@ -1,0 +1,259 @@
+"""Bank health on the server's own verdicts: the scheduled job's step (snapshot, flags
+through the one status-change function, the cap, the new-verdict threshold) and the API
+that reads snapshots (admins and auditors only), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from bank.item_status import ItemStatus
+from bank.models import Item, ItemStatusChange, Sample, Stratum
+from server.database import create_engine, unit_of_work
+from server.health.service import latest_snapshot, refresh_health
+from server.registry.models import RegisteredModel
+from server.scoring.models import Verdict
+from server.sessions.models import Answer, EvalSession
+from tests.support.api import World, login, running_api, seed_world, test_settings
+
+N_MODELS = 10
+FAMILIES = ("alpha", "beta")
+SIZES = (1.0, 3.0, 7.0, 14.0, 70.0)
+
+
+async def _originals(db_url: str) -> list[Item]:
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            rows = await db.execute(
+                select(Item).where(Item.variant == "original").order_by(Item.slot)
+            )
+            return list(rows.scalars())
+    finally:
+        await engine.dispose()
+
+
+def _score(model: int, item: int) -> int:
+    """Rubric score of model ``model`` (ability grows with the index) on item ``item``:
+    item 0 everyone gets right, item 1 no one; the rest by a difficulty ladder."""
+    if item == 0:
+        return 3
+    if item == 1:
+        return 0
+    return 3 if (model + 1) / N_MODELS > (item % 9) / 9 else 0
+
+
+async def record_verdicts(
+    db_url: str, world: World, items: list[Item], *, disputed: Item | None = None
+) -> list[str]:
+    """Ten registered models (two families of five sizes) with one scored session each
+    over ``items``; ``disputed`` is judged by two judges who disagree on every model."""
+    engine = create_engine(db_url)
+    names = []
+    now = datetime.now(UTC)
+    try:
+        async with unit_of_work(engine) as db:
+            for m in range(N_MODELS):
+                family, size = FAMILIES[m % 2], SIZES[m // 2]
+                model = RegisteredModel(
+                    org_id=world.a.id,
+                    name=f"{family}-{size:g}b",
+                    api_snapshot="v1",
+                    family=family,
+                    params_b=size,
+                )
+                db.add(model)
+                await db.flush()
+                names.append(f"{model.name}@v1")
+                sample = Sample(
+                    org_id=world.a.id, seed="0", n_requested=len(items), n_drawn=len(items)
+                )
+                db.add(sample)
+                await db.flush()
+                session = EvalSession(
+                    org_id=world.a.id,
+                    model_id=model.id,
+                    sample_id=sample.id,
+                    mode="fixed",
+                    state="scored",
+                    n_items=len(items),
+                    n_delivered=len(items),
+                    n_completed=len(items),
+                    deadline_at=now + timedelta(hours=1),
+                    created_by="test",
+                    created_at=now - timedelta(days=N_MODELS - m),
+                )
+                db.add(session)
+                await db.flush()
+                for position, item in enumerate(items):
+                    db.add(
+                        Answer(
+                            session_id=session.id,
+                            position=position,
+                            item_id=item.id,
+                            answer="x",
+                            submitted_by="test",
+                            delivered_at=now,
+                        )
+                    )
+                await db.flush()  # answers before the verdicts that reference them
+                for position, item in enumerate(items):
+                    score = _score(m, position)
+                    db.add(_verdict(session.id, position, "judge-a", score))
+                    if item is disputed:
+                        db.add(_verdict(session.id, position, "judge-b", 3 - score))
+            await db.flush()
+    finally:
+        await engine.dispose()
+    return names
+
+
+def _verdict(session_id: uuid.UUID, position: int, judge: str, score: int) -> Verdict:
+    return Verdict(
+        session_id=session_id,
+        position=position,
+        judge=judge,
+        prompt_version="v1",
+        score=score,
+        method="judge",
+    )
+
+
+async def _status(db_url: str, item_id: uuid.UUID) -> tuple[str, int, list[ItemStatusChange]]:
+    """The item's status, its stratum's maintained ``n_active`` (checked against a count
+    of the stratum's active items), and its status history."""
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            item = await db.get(Item, item_id)
+            assert item is not None
+            stratum = await db.get(Stratum, item.stratum_id)
+            assert stratum is not None
+            counted = await db.scalar(
+                select(func.count())
+                .select_from(Item)
+                .where(Item.stratum_id == stratum.id, Item.status == ItemStatus.ACTIVE.value)
+            )
+            assert stratum.n_active == counted
+            changes = (
+                await db.execute(
+                    select(ItemStatusChange)
+                    .where(ItemStatusChange.item_id == item_id)
+                    .order_by(ItemStatusChange.id)
+                )
+            ).scalars()
+            return item.status, stratum.n_active, list(changes)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def world(fresh_db_url: str) -> tuple[str, World, list[Item]]:
+    w = await seed_world(fresh_db_url, per_cell=3)
+    items = (await _originals(fresh_db_url))[:20]
+    return fresh_db_url, w, items
+
+
+async def test_the_job_snapshots_flags_and_keeps_the_counters(
+    world: tuple[str, World, list[Item]],
+) -> None:
+    db_url, w, items = world
+    await record_verdicts(db_url, w, items, disputed=items[5])
+    saturated, floor, disputed = items[0], items[1], items[5]
+    _, active_before, _ = await _status(db_url, saturated.id)
+    engine = create_engine(db_url)
+    try:
+        held = await refresh_health(
+            engine, population="all", min_new_verdicts=1, flag=True, max_flag_share=0.01
+        )
+        assert held.snapshot_id is not None and held.flagged == 0 and held.held_back > 0
+        assert (await _status(db_url, saturated.id))[0] == ItemStatus.ACTIVE.value
+
+        outcome = await refresh_health(
+            engine, population="all", min_new_verdicts=1, flag=True, max_flag_share=1.0
+        )
+        # Nothing new since the last snapshot's watermark: no snapshot, no flags.
+        assert outcome.snapshot_id is None and outcome.new_verdicts == 0
+
+        forced = await refresh_health(
+            engine, population="all", min_new_verdicts=0, flag=True, max_flag_share=1.0
+        )
+    finally:
+        await engine.dispose()
+    assert forced.snapshot_id is not None and forced.flagged >= 3
+    status, active_after, changes = await _status(db_url, saturated.id)
+    assert status == ItemStatus.FLAGGED.value
+    assert active_after < active_before
+    assert changes[-1].reasons == ["saturated"] and changes[-1].snapshot_id == forced.snapshot_id
+    assert (await _status(db_url, floor.id))[2][-1].reasons == ["floor"]
+    assert "judge_disagreement" in (await _status(db_url, disputed.id))[2][-1].reasons
+
+
+async def test_admins_and_auditors_read_the_latest_snapshot(
+    world: tuple[str, World, list[Item]],
+) -> None:
+    db_url, w, items = world
+    names = await record_verdicts(db_url, w, items)
+    async with running_api(test_settings(db_url)) as (_, client):
+        admin = await login(client, w.a.keys["admin"])
+        missing = await client.get("/v1/admin/bank/health", headers=admin)
+        assert missing.status_code == 404 and "no health snapshot" in missing.text
+        engine = create_engine(db_url)
+        try:
+            await refresh_health(engine, population="top:8", min_new_verdicts=1, flag=False)
+        finally:
+            await engine.dispose()
+
+        got = await client.get("/v1/admin/bank/health", headers=admin)
+        assert got.status_code == 200, got.text
+        body = got.json()
+        assert body["population"]["kind"] == "top" and body["population"]["n_models"] == 8
+        assert set(body["population"]["models"]) <= set(names)
+        assert body["bank"]["n_models"] == 8 and body["bank"]["n_items"] == len(items)
+        assert str(items[0].id) in body["items"]
+        assert body["items"][str(items[0].id)]["flags"] == ["saturated"]
+
+        flagged = await client.get(
+            "/v1/admin/bank/health", params={"items": "flagged"}, headers=admin
+        )
+        assert all(row["flags"] for row in flagged.json()["items"].values())
+        assert (
+            await client.get("/v1/admin/bank/health", params={"items": "bogus"}, headers=admin)
+        ).status_code == 422
+
+        auditor = await login(client, w.a.keys["auditor"])
+        history = await client.get("/v1/admin/bank/health/history", headers=auditor)
+        assert history.status_code == 200 and len(history.json()) == 1
+        assert history.json()[0]["bank"]["n_models"] == 8
+        for role in ("vendor", "evaluator"):
+            headers = await login(client, w.a.keys[role])
+            refused = await client.get("/v1/admin/bank/health", headers=headers)
+            assert refused.status_code == 403, (role, refused.text)
+        # No route computes health on a request.
+        assert (await client.post("/v1/admin/bank/health", headers=admin)).status_code == 405
+
+
+async def test_verdicts_awaiting_review_are_not_read(
+    world: tuple[str, World, list[Item]],
+) -> None:
+    db_url, w, items = world
+    await record_verdicts(db_url, w, items)
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            total = await db.scalar(select(func.count()).select_from(Verdict))
+            first = await db.scalar(select(func.min(Verdict.id)))
+            row = await db.get(Verdict, first)
+            assert row is not None
+            row.score = None  # awaiting review
+        outcome = await refresh_health(engine, population="all", min_new_verdicts=1, flag=False)
+        async with unit_of_work(engine) as db:
+            snapshot = await latest_snapshot(db)
+    finally:
+        await engine.dispose()
+    assert outcome.new_verdicts == total and snapshot is not None
+    cells = sum(row["n"] for row in snapshot.report["items"].values())
+    assert cells == (total or 0) - 1
