@@ -117,6 +117,9 @@ class HealthReport:
     item_stats: ItemStatistics | None = None
     """Per-item figures (None when the report leaves the item section out)."""
     item_minimum: int = Minimums().models_per_item
+    subset_members: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Subset rule -> the ids of its items (not in the JSON: an admin saves one as an item
+    set)."""
     choices: dict[str, str] = field(default_factory=lambda: dict(CHOICES))
 
     @property
@@ -176,15 +179,17 @@ def health_report(
         stats, options.thresholds, judge_disagreement=judge_disagreement, judged=judged
     )
     flagged = {data.item_ids[i]: tuple(str(r) for r in rules) for i, rules in flags.items()}
+    evaluations, members = _subsets(data, stats, options, full_stability=bank["stability"])
     return HealthReport(
         population=describe(population, responses, chosen),
         bank=_figures_dict(bank),
         strata={name: _figures_dict(s) for name, s in strata.items()},
-        subsets=_subsets(data, stats, options, full_stability=bank["stability"]),
+        subsets=evaluations,
         flags=flagged,
         item_ids=data.item_ids,
         item_stats=stats if options.items else None,
         item_minimum=options.minimums.models_per_item,
+        subset_members=members,
     )
 
 
@@ -473,9 +478,10 @@ def _items_dict(
 
 def _subsets(
     data: Responses, stats: ItemStatistics, options: HealthOptions, *, full_stability: Figure
-) -> dict[str, dict[str, Any]]:
-    """Each rule's subset against the full bank; the full bank's stability on every model
-    is the bank figure already computed (not bootstrapped again per rule)."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, ...]]]:
+    """Each rule's subset against the full bank, and its members; the full bank's
+    stability on every model is the bank figure already computed (not bootstrapped again
+    per rule)."""
 
     def stability(
         responses: Responses,
@@ -495,10 +501,13 @@ def _subsets(
         )
 
     out: dict[str, dict[str, Any]] = {}
+    members: dict[str, tuple[str, ...]] = {}
     for rule in options.subsets:
+        mask = select_subset(stats, rule)
+        members[str(rule)] = tuple(data.item_ids[i] for i in np.flatnonzero(mask).tolist())
         evaluation = evaluate_subset(
             data,
-            select_subset(stats, rule),
+            mask,
             discriminability=aggregates.discriminability,
             stability=stability,
             iterations=options.stability_iterations,
@@ -506,4 +515,4 @@ def _subsets(
             minimums=options.minimums,
         )
         out[str(rule)] = evaluation.to_dict()
-    return out
+    return out, members

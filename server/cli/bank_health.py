@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,10 +18,13 @@ from bank.health.labels import Breakdown
 from bank.health.population import Population, parse_population
 from bank.health.recorded import load_recorded
 from bank.health.report import FIGURES, HealthOptions, HealthReport, health_report
+from bank.health.subsets import SubsetRule
+from bank.item_sets import InvalidItemSet, ItemSetError, check_name, save_item_set
 from judge.ranking.static_compare import LeaderboardInputError, read_leaderboard_csv
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stderr
 from server.cli.unit_of_work import run_in_unit_of_work
+from server.errors import InvalidInput
 from server.health.service import (
     collect_verdicts,
     compute_report,
@@ -67,6 +71,13 @@ def health_command(
             "--flag", help="Move flagged items to status 'flagged' (server verdicts only)."
         ),
     ] = False,
+    save_subset: Annotated[
+        str | None,
+        typer.Option(
+            help="RULE=NAME: save that selective subset (cad_ds, cas or cad_ds_cas) as the "
+            "item set NAME, which sessions can draw from (server verdicts only).",
+        ),
+    ] = None,
     items_csv: Annotated[
         Path | None, typer.Option(help="Also write every item's figures to this CSV.")
     ] = None,
@@ -87,14 +98,15 @@ def health_command(
         fail(f"--population: {error}", code=2)
     if (responses is None) != (items is None):
         fail("--responses and --items go together", code=2)
-    if responses is not None and flag:
-        fail("--flag acts on the bank's items; it needs the server's verdicts", code=2)
+    if responses is not None and (flag or save_subset):
+        fail("--flag and --save-subset act on the bank; they need the server's verdicts", code=2)
+    subset = None if save_subset is None else _subset_choice(save_subset)
     options = HealthOptions(by=by, stability_iterations=iterations, seed=seed)
     peer_boards = _peers(peers or [])
     if responses is not None and items is not None:
         report = _recorded(responses, items, models, chosen, options, peer_boards)
     else:
-        report = _on_server(chosen, options, flag=flag)
+        report = _on_server(chosen, options, flag=flag, save=subset)
     if items_csv is not None:
         _write_items_csv(report, items_csv)
     if as_json:
@@ -126,8 +138,30 @@ def _recorded(
     )
 
 
-def _on_server(population: Population, options: HealthOptions, *, flag: bool) -> HealthReport:
-    """Collect, compute and store a snapshot in one transaction (and flag, with --flag)."""
+def _subset_choice(value: str) -> tuple[SubsetRule, str]:
+    rule, sep, name = value.partition("=")
+    try:
+        chosen = SubsetRule(rule.strip())
+    except ValueError:
+        known = ", ".join(r.value for r in SubsetRule)
+        fail(f"--save-subset {value!r}: expected RULE=NAME with RULE one of {known}", code=2)
+    if not sep:
+        fail(f"--save-subset {value!r}: expected RULE=NAME", code=2)
+    try:
+        return chosen, check_name(name)
+    except InvalidItemSet as error:
+        fail(f"--save-subset: {error}", code=2)
+
+
+def _on_server(
+    population: Population,
+    options: HealthOptions,
+    *,
+    flag: bool,
+    save: tuple[SubsetRule, str] | None,
+) -> HealthReport:
+    """Collect, compute and store a snapshot in one transaction (and flag, with --flag;
+    save a subset, with --save-subset)."""
 
     async def work(db: AsyncSession) -> HealthReport:
         collected = await collect_verdicts(db)
@@ -143,9 +177,43 @@ def _on_server(population: Population, options: HealthOptions, *, flag: bool) ->
                 snapshot_id=snapshot.id,
             )
             stderr.print(f"{moved} items moved to flagged")
+        if save is not None:
+            await _save_subset(db, report, collected.item_uuids, *save)
         return report
 
     return run_in_unit_of_work(work)
+
+
+async def _save_subset(
+    db: AsyncSession,
+    report: HealthReport,
+    item_uuids: tuple[uuid.UUID, ...],
+    rule: SubsetRule,
+    name: str,
+) -> None:
+    uuid_of = dict(zip(report.item_ids, item_uuids, strict=True))
+    members = [uuid_of[i] for i in report.subset_members.get(str(rule), ())]
+    evaluation = report.subsets[str(rule)]
+    figures = {
+        key: evaluation[key]["value"]
+        for key in ("rank_tau", "stability_subset", "ds_subset", "ds_full")
+    }
+    try:
+        saved = await save_item_set(
+            db,
+            name=name,
+            item_ids=members,
+            rule={
+                "subset": rule.value,
+                "population": report.population["text"],
+                "retention": evaluation["retention"],
+                **figures,
+            },
+            actor=CLI_ACTOR,
+        )
+    except ItemSetError as error:
+        raise InvalidInput(str(error)) from None
+    stderr.print(f"item set {saved.name!r} saved: {saved.n_items} items ({rule.value})")
 
 
 def _peers(values: list[str]) -> dict[str, list[dict[str, float]]]:

@@ -1,0 +1,148 @@
+"""``proctor bank health`` as a user runs it: on recorded files (MMLU-Pro's format), on the
+server's verdicts (snapshot, --flag, --save-subset), and refusing bad input with a clear
+message and exit status, never a traceback."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from bank.item_status import ItemStatus
+from bank.models import HealthSnapshot, Item, ItemSet, ItemSetMember
+from server.cli.main import app
+from server.database import create_engine, unit_of_work
+from tests.support.api import World, seed_world
+from tests.support.cli import proctor, proctor_db
+from tests.support.health import originals, record_verdicts
+from tests.support.paths import SHARED_DATA
+
+MMLU_PRO = SHARED_DATA / "mmlu_pro"
+RECORDED = (
+    "--responses",
+    str(MMLU_PRO / "responses.csv"),
+    "--items",
+    str(MMLU_PRO / "items.jsonl"),
+    "--models",
+    str(MMLU_PRO / "models.csv"),
+)
+
+
+def test_recorded_data_gives_the_report_and_an_items_csv(tmp_path: Path) -> None:
+    out = tmp_path / "items.csv"
+    run = proctor(
+        "bank", "health", *RECORDED, "--iterations", "10", "--json", "--items-csv", str(out)
+    )
+    assert run.returncode == 0, run.stderr
+    body = json.loads(run.stdout)
+    assert body["population"]["n_models"] == 20 and len(body["strata"]) == 14
+    assert body["bank"]["ds"] > 0 and body["bank"]["stability"] > 0.9
+    with out.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(body["items"]) > 10_000
+    first = rows[0]
+    assert float(first["p"]) == pytest.approx(body["items"][first["item_id"]]["p"], abs=1e-5)
+
+    top = proctor("bank", "health", *RECORDED, "--iterations", "10", "--population", "top:5")
+    assert top.returncode == 0, top.stderr
+    assert "population: top — 5 models" in top.stdout and "selective subsets" in top.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--population", "top:0"), "--population"),
+        (("--population", "best:3"), "--population"),
+        (("--responses", "x.csv"), "--responses and --items go together"),
+        ((*RECORDED, "--flag"), "need the server's verdicts"),
+        ((*RECORDED, "--save-subset", "cas=core"), "need the server's verdicts"),
+        (("--save-subset", "best=core"), "RULE one of cad_ds, cas, cad_ds_cas"),
+        (("--save-subset", "cas=\x01"), "--save-subset"),
+        ((*RECORDED, "--peer", "law"), "expected STRATUM=CSV"),
+    ],
+)
+def test_bad_options_are_refused_with_exit_2(args: tuple[str, ...], message: str) -> None:
+    # In process (each refusal comes before any work): the same app the entry point runs.
+    run = CliRunner().invoke(app, ["bank", "health", *args], env={"COLUMNS": "200"})
+    assert run.exit_code == 2, run.output
+    assert message in run.output and run.exception is None or isinstance(run.exception, SystemExit)
+
+
+def test_hostile_files_are_refused_with_file_line_and_field(tmp_path: Path) -> None:
+    models = tmp_path / "models.csv"
+    models.write_text("model,family,params_b,date\nA,f,-3,2024-13-01\n", encoding="utf-8")
+    responses = tmp_path / "responses.csv"
+    responses.write_bytes(b"model,70\nA,\xff\n")
+    run = proctor(
+        "bank",
+        "health",
+        "--responses",
+        str(MMLU_PRO / "responses.csv"),
+        "--items",
+        str(MMLU_PRO / "items.jsonl"),
+        "--models",
+        str(models),
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert f"{models}:2: params_b:" in run.stderr and f"{models}:2: date:" in run.stderr
+    broken = proctor(
+        "bank", "health", "--responses", str(responses), "--items", str(MMLU_PRO / "items.jsonl")
+    )
+    assert broken.returncode == 1 and f"{responses}:2: file: not valid UTF-8" in broken.stderr
+
+
+@pytest.fixture
+async def world(fresh_db_url: str) -> tuple[str, World]:
+    w = await seed_world(fresh_db_url, per_cell=3)
+    await record_verdicts(fresh_db_url, w, (await originals(fresh_db_url))[:20])
+    return fresh_db_url, w
+
+
+async def _counts(db_url: str) -> dict[str, int]:
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+
+            async def count(statement: object) -> int:
+                return int(await db.scalar(statement) or 0)  # type: ignore[call-overload]
+
+            return {
+                "snapshots": await count(select(func.count()).select_from(HealthSnapshot)),
+                "flagged": await count(
+                    select(func.count())
+                    .select_from(Item)
+                    .where(Item.status == ItemStatus.FLAGGED.value)
+                ),
+                "sets": await count(select(func.count()).select_from(ItemSet)),
+                "members": await count(select(func.count()).select_from(ItemSetMember)),
+            }
+    finally:
+        await engine.dispose()
+
+
+async def test_on_the_server_it_snapshots_flags_and_saves_a_subset(
+    world: tuple[str, World],
+) -> None:
+    db_url, _ = world
+    plain = proctor_db(db_url, "bank", "health", "--iterations", "10", "--json")
+    body = json.loads(plain.stdout)
+    assert body["population"]["n_models"] == 10
+    assert await _counts(db_url) == {"snapshots": 1, "flagged": 0, "sets": 0, "members": 0}
+
+    flagged = proctor_db(
+        db_url, "bank", "health", "--iterations", "10", "--flag", "--save-subset", "cas=core"
+    )
+    assert "items moved to flagged" in flagged.stderr and "item set 'core' saved" in flagged.stderr
+    counts = await _counts(db_url)
+    assert counts["snapshots"] == 2 and counts["flagged"] >= 2
+    assert counts["sets"] == 1 and counts["members"] > 0
+
+    again = proctor_db(
+        db_url, "bank", "health", "--save-subset", "cas=core", "--iterations", "10", check=False
+    )
+    assert again.returncode == 1 and "exists already" in again.stderr
+    assert (await _counts(db_url))["sets"] == 1
