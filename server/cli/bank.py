@@ -24,7 +24,7 @@ from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
 from bank.taxonomy import DisciplineMap, MapFileError
 from server.cli.bank_health import health_command
-from server.cli.groups import group, group_registrar
+from server.cli.groups import example, group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import stderr
 from server.cli.unit_of_work import run_in_unit_of_work
@@ -35,7 +35,13 @@ app = group(
     "bank", "The private question bank.", "proctor bank import --format mmlu_pro data.jsonl"
 )
 register = group_registrar(app)
-app.command("health")(health_command)
+app.command(
+    "health",
+    epilog=example(
+        "proctor bank health --population top:10 --by discipline",
+        "proctor bank health --responses responses.csv --items items.jsonl --json",
+    ),
+)(health_command)
 SAMPLES = ("gaokao_bench", "mmlu_pro")
 
 

@@ -87,7 +87,11 @@ def health_command(
     seed: Annotated[int, typer.Option(min=0, help="Seed of the bootstraps.")] = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Item and bank health: discriminability, alignment, saturation, flags, subsets.
+    """Item and bank health: figures, flags, subsets.
+
+    Discriminability, capability alignment, within-family inversions, saturation and
+    rank stability per item, stratum and bank (Benchmark², Qian et al.; Benchmark Health
+    Index, Zhu et al.; Capability Alignment).
 
     On the server's own verdicts (and stored as a snapshot), or with --responses and
     --items on recorded data. Every figure states the model population it rests on; a

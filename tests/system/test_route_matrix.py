@@ -17,6 +17,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from server.health.service import refresh_health
 from tests.support.api import ROLES, World, login, open_session
 
 PUBLIC = "public"
@@ -59,6 +60,9 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # named item sets: admins save them, oversight lists them (never their members)
     ("POST", "/v1/admin/bank/item-sets"): ADMIN,
     ("GET", "/v1/admin/bank/item-sets"): OVERSIGHT,
+    # bank health: snapshots are read by admins and auditors; nothing computes on a request
+    ("GET", "/v1/admin/bank/health"): OVERSIGHT,
+    ("GET", "/v1/admin/bank/health/history"): OVERSIGHT,
 }
 
 
@@ -123,6 +127,7 @@ class Matrix:
     headers: dict[str, dict[str, str]]
     shared_session: str
     opened: list[str]
+    app: FastAPI | None = None
 
     async def fresh_session(self) -> str:
         """A new 3-item session of org A opened by an evaluator (closed after use)."""
@@ -142,6 +147,20 @@ class Matrix:
 
 
 Prepare = Callable[[Matrix, str | None], Awaitable[Call]]
+
+
+def _health(url: str) -> Prepare:
+    """``url`` once a health snapshot exists (the job's step, forced, on the app's
+    database: the route only reads snapshots)."""
+
+    async def prepare(m: Matrix, role: str | None) -> Call:
+        assert m.app is not None
+        await refresh_health(
+            m.app.state.runtime.engine, population="all", min_new_verdicts=0, flag=False
+        )
+        return Call(url)
+
+    return prepare
 
 
 async def _static(url: str, json: Any = None) -> Call:
@@ -257,6 +276,8 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("POST", "/v1/admin/bank/items/{item_id}/review"): _review,
     ("POST", "/v1/admin/bank/item-sets"): _save_item_set,
     ("GET", "/v1/admin/bank/item-sets"): static("/v1/admin/bank/item-sets"),
+    ("GET", "/v1/admin/bank/health"): _health("/v1/admin/bank/health"),
+    ("GET", "/v1/admin/bank/health/history"): _health("/v1/admin/bank/health/history"),
 }
 
 
@@ -284,7 +305,7 @@ async def test_route_role_matrix(api: tuple[httpx.AsyncClient, World, FastAPI]) 
     headers = {role: await login(client, world.a.keys[role]) for role in ROLES}
     assert world.a.model_id is not None
     shared = str((await open_session(client, headers["evaluator"], world.a.model_id, 3))["id"])
-    matrix = Matrix(client, world, headers, shared, [])
+    matrix = Matrix(client, world, headers, shared, [], app)
     mismatches: list[str] = []
     unexercised: list[str] = []
     requests = 0
