@@ -16,6 +16,7 @@ from server.health.service import latest_snapshot, refresh_health
 from server.scoring.models import Verdict
 from tests.support.api import World, login, running_api, seed_world, test_settings
 from tests.support.health import originals, record_verdicts
+from tests.support.sessions import wait_until
 
 N_MODELS = 10
 FAMILIES = ("alpha", "beta")
@@ -157,3 +158,29 @@ async def test_verdicts_awaiting_review_are_not_read(
     assert outcome.new_verdicts == total and snapshot is not None
     cells = sum(row["n"] for row in snapshot.report["items"].values())
     assert cells == (total or 0) - 1
+
+
+async def test_the_in_process_job_snapshots_on_its_own(
+    world: tuple[str, World, list[Item]],
+) -> None:
+    """The embedded default runs the job inside the API process: new verdicts produce a
+    snapshot without any request or command."""
+    db_url, w, items = world
+    await record_verdicts(db_url, w, items)
+    settings = test_settings(
+        db_url, scoring_in_process=True, health_interval_s=0.2, health_min_new_verdicts=1
+    )
+    engine = create_engine(db_url)
+    try:
+
+        async def snapshot_stored() -> bool:
+            async with unit_of_work(engine) as db:
+                return await latest_snapshot(db) is not None
+
+        async with running_api(settings):
+            await wait_until(snapshot_stored, within_s=30, what="a health snapshot")
+        async with unit_of_work(engine) as db:
+            snapshot = await latest_snapshot(db)
+    finally:
+        await engine.dispose()
+    assert snapshot is not None and snapshot.population["n_models"] == 10
