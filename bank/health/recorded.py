@@ -13,7 +13,6 @@ import math
 import os
 from dataclasses import dataclass
 
-
 from bank.adaptive.recorded import (
     RecordedInputError,
     check_coverage,
@@ -122,5 +121,3 @@ def _model(
                 InputProblem(path, line, "date", f"{cells['date']!r} is not a YYYY-MM-DD date")
             )
     return ModelInfo(name, cells.get("family") or None, size, date)
-
-
