@@ -130,7 +130,9 @@ class HealthReport:
         stats = self.item_stats
         if stats is None:
             return {}
-        flagged = np.isin(np.asarray(self.item_ids, dtype=object), list(self.flags))
+        flagged = np.fromiter(
+            (i in self.flags for i in self.item_ids), dtype=bool, count=len(self.item_ids)
+        )
         shown = (stats.n >= self.item_minimum) | (stats.pairs > 0) | flagged
         return _items_dict(self.item_ids, stats, self.flags, np.flatnonzero(shown))
 
