@@ -48,8 +48,12 @@ class ItemLabels:
 
     def strata(self, by: Breakdown) -> dict[str, BoolArray]:
         """Stratum name -> mask over the items, names sorted."""
-        names = np.asarray(self.names(by), dtype=object)
-        return {name: names == name for name in sorted(set(names.tolist()))}
+        index: dict[str, int] = {}
+        names = self.names(by)
+        codes = np.fromiter(
+            (index.setdefault(n, len(index)) for n in names), dtype=np.int64, count=len(names)
+        )
+        return {name: codes == index[name] for name in sorted(index)}
 
     def select(self, items: BoolArray | Sequence[bool]) -> ItemLabels:
         keep = np.flatnonzero(np.asarray(items, dtype=bool))
