@@ -10,6 +10,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bank.health.flags import parse_thresholds
 from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from server.auth.tokens import KeyConfigurationError, check_secret
@@ -201,6 +202,9 @@ class Settings(BaseSettings):
     """The scheduled job flags nothing (and logs a warning) when its rules would move more
     than this share of the active items at once: thresholds that fit the population badly
     must not empty the bank unattended (``proctor bank health --flag`` has no such cap)."""
+    health_thresholds: dict[str, float] = Field(default_factory=dict)
+    """Review-rule thresholds that differ from the defaults, as JSON, e.g.
+    ``{"saturated_p": 0.99, "family_inversions": 2}`` (names: see docs/health.md)."""
     health_population: str = "all"
     """The model population of scheduled health snapshots (``all``, ``top:10``,
     ``family:NAME``, ``models:A,B``, ``before:YYYY-MM-DD``, ``after:YYYY-MM-DD``)."""
@@ -269,6 +273,12 @@ class Settings(BaseSettings):
     """The stopping rule is checked after every this many scored items."""
     adaptive_pilot: int = Field(2, ge=0, le=100)
     """Items every stratum gets before the allocation follows the policy."""
+
+    @field_validator("health_thresholds")
+    @classmethod
+    def _known_thresholds(cls, value: dict[str, float]) -> dict[str, float]:
+        parse_thresholds(value)  # ValueError names the threshold and what is wrong
+        return value
 
     @field_validator("health_population")
     @classmethod

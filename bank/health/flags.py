@@ -173,3 +173,22 @@ def rule_counts(masks: Mapping[FlagRule, BoolArray]) -> dict[str, int]:
     stacked = [np.asarray(mask, dtype=bool) for mask in masks.values()]
     counts["any"] = int(np.count_nonzero(np.logical_or.reduce(stacked))) if stacked else 0
     return counts
+
+
+def parse_thresholds(values: Mapping[str, object]) -> FlagThresholds:
+    """``FlagThresholds`` with the named fields replaced (from a setting or the command
+    line); ``ValueError`` naming an unknown field or a value that is not a number in range."""
+    known = FlagThresholds.__dataclass_fields__
+    changes: dict[str, float | int] = {}
+    for name, raw in values.items():
+        if name not in known:
+            raise ValueError(f"unknown threshold {name!r} (known: {', '.join(known)})")
+        integer = name in ("family_inversions", "judged_minimum")
+        try:
+            number = float(str(raw))
+        except ValueError:
+            raise ValueError(f"{name}: {raw!r} is not a number") from None
+        if not np.isfinite(number) or (integer and number != int(number)):
+            raise ValueError(f"{name}: {raw!r} is not a {'whole ' if integer else ''}number")
+        changes[name] = int(number) if integer else number
+    return FlagThresholds(**changes)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ health job feed it recorded files or the server's own verdicts and store or prin
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,7 +183,9 @@ def health_report(
     )
     flagged = {data.item_ids[i]: tuple(str(r) for r in rules) for i, rules in flags.items()}
     evaluations, members = _subsets(data, stats, options, full_stability=bank["stability"])
+    choices = {**CHOICES, "thresholds": json.dumps(options.thresholds.to_dict())}
     return HealthReport(
+        choices=choices,
         population=describe(population, responses, chosen),
         bank=_figures_dict(bank),
         strata={name: _figures_dict(s) for name, s in strata.items()},

@@ -14,6 +14,7 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.adaptive.recorded import RecordedInputError
+from bank.health.flags import FlagThresholds, parse_thresholds
 from bank.health.labels import Breakdown
 from bank.health.population import Population, parse_population
 from bank.health.recorded import load_recorded
@@ -78,6 +79,14 @@ def health_command(
             "item set NAME, which sessions can draw from (server verdicts only).",
         ),
     ] = None,
+    thresholds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="NAME=VALUE: a review-rule threshold other than the default (e.g. "
+            "saturated_p=0.99, family_inversions=2); repeatable.",
+        ),
+    ] = None,
     items_csv: Annotated[
         Path | None, typer.Option(help="Also write every item's figures to this CSV.")
     ] = None,
@@ -105,7 +114,12 @@ def health_command(
     if responses is not None and (flag or save_subset):
         fail("--flag and --save-subset act on the bank; they need the server's verdicts", code=2)
     subset = None if save_subset is None else _subset_choice(save_subset)
-    options = HealthOptions(by=by, stability_iterations=iterations, seed=seed)
+    options = HealthOptions(
+        by=by,
+        stability_iterations=iterations,
+        seed=seed,
+        thresholds=_thresholds(thresholds or []),
+    )
     peer_boards = _peers(peers or [])
     if responses is not None and items is not None:
         report = _recorded(responses, items, models, chosen, options, peer_boards)
@@ -218,6 +232,19 @@ async def _save_subset(
     except ItemSetError as error:
         raise InvalidInput(str(error)) from None
     stderr.print(f"item set {saved.name!r} saved: {saved.n_items} items ({rule.value})")
+
+
+def _thresholds(values: list[str]) -> FlagThresholds:
+    pairs: dict[str, object] = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        if not sep:
+            fail(f"--threshold {value!r}: expected NAME=VALUE", code=2)
+        pairs[name.strip()] = number.strip()
+    try:
+        return parse_thresholds(pairs)
+    except ValueError as error:
+        fail(f"--threshold: {error}", code=2)
 
 
 def _peers(values: list[str]) -> dict[str, list[dict[str, float]]]:

@@ -10,6 +10,8 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bank.health.flags import parse_thresholds
+from bank.health.report import HealthOptions
 from server.config import Settings
 from server.health.service import RefreshOutcome, refresh_health
 
@@ -23,6 +25,7 @@ async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcom
         min_new_verdicts=settings.health_min_new_verdicts,
         flag=settings.health_flag,
         max_flag_share=settings.health_flag_max_share,
+        options=HealthOptions(thresholds=parse_thresholds(settings.health_thresholds)),
     )
     if outcome.held_back:
         log.warning(

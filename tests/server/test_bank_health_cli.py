@@ -47,9 +47,24 @@ def test_recorded_data_gives_the_report_and_an_items_csv(tmp_path: Path) -> None
     first = rows[0]
     assert float(first["p"]) == pytest.approx(body["items"][first["item_id"]]["p"], abs=1e-5)
 
-    top = proctor("bank", "health", *RECORDED, "--iterations", "10", "--population", "top:5")
+    top = proctor(
+        "bank",
+        "health",
+        *RECORDED,
+        "--iterations",
+        "10",
+        "--population",
+        "top:10",
+        "--threshold",
+        "saturated_p=0.8",
+        "--json",
+    )
     assert top.returncode == 0, top.stderr
-    assert "population: top — 5 models" in top.stdout and "selective subsets" in top.stdout
+    strict = json.loads(top.stdout)
+    assert strict["population"]["n_models"] == 10
+    assert json.loads(strict["choices"]["thresholds"])["saturated_p"] == 0.8
+    saturated = [row["p"] for row in strict["items"].values() if "saturated" in row["flags"]]
+    assert saturated and min(saturated) >= 0.8 - 1e-6 and min(saturated) < 0.95
 
 
 @pytest.mark.parametrize(
@@ -63,6 +78,9 @@ def test_recorded_data_gives_the_report_and_an_items_csv(tmp_path: Path) -> None
         (("--save-subset", "best=core"), "RULE one of cad_ds, cas, cad_ds_cas"),
         (("--save-subset", "cas=\x01"), "--save-subset"),
         ((*RECORDED, "--peer", "law"), "expected STRATUM=CSV"),
+        (("--threshold", "saturated_p"), "expected NAME=VALUE"),
+        (("--threshold", "saturated_p=2"), "saturated_p must be in [0, 1]"),
+        (("--threshold", "bogus=1"), "unknown threshold 'bogus'"),
     ],
 )
 def test_bad_options_are_refused_with_exit_2(args: tuple[str, ...], message: str) -> None:
