@@ -22,10 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.bulk import column_in, in_chunks, insert_rows
 from bank.locks import lock
-from bank.models import Exposure, Item, ItemSet, ItemSetMember
+from bank.models import Exposure, Item, ItemSet, ItemSetMember, ItemStatus
 from bank.sampling.service import DrawnSample, SampledItem, new_seed
 
-ACTIVE = "active"
 MAX_NAME = 100
 """Longest set name (the column's width)."""
 MAX_ACTOR = 64
@@ -170,7 +169,7 @@ async def draw_item_set_sample(
     rows = await db.execute(
         select(Item.id, Item.family_id, Item.discipline, Item.subdiscipline, Item.qtype)
         .join(ItemSetMember, ItemSetMember.item_id == Item.id)
-        .where(ItemSetMember.set_id == set_id, Item.status == ACTIVE, ~seen)
+        .where(ItemSetMember.set_id == set_id, Item.status == ItemStatus.ACTIVE.value, ~seen)
     )
     by_family: dict[uuid.UUID, list[SampledItem]] = defaultdict(list)
     for row in rows.tuples():

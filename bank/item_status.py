@@ -33,6 +33,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import and_, bindparam, column, func, insert, select, table, true, update
@@ -91,6 +92,18 @@ MAX_ACTOR = 64
 REVISION_LOCATION = SourceLocation("revision", 1)
 """What a revision's validation errors would name as their source (not shown)."""
 SHOWN_IDS = 5
+
+
+class ReviewAction(StrEnum):
+    """What a reviewer does with an item."""
+
+    KEEP = "keep"
+    """A flagged item goes back to ``active``: sampled again."""
+    RETIRE = "retire"
+    """A flagged, active or anchor item becomes ``retired``: never sampled again."""
+    EDIT = "edit"
+    """A flagged item is retired and a corrected version of it (a new item of the same
+    family, ``replaces_id`` the old one) becomes ``active``."""
 
 
 class ItemReviewError(ValueError):
@@ -384,7 +397,12 @@ async def revise_item(
     digest = content_hash(old.qtype, record.question, new_options)
     await _free_hash(db, old, digest)
     await change_status(
-        db, item_ids=[old.id], to=ItemStatus.RETIRED, actor=actor, reasons=["edit"], note=note
+        db,
+        item_ids=[old.id],
+        to=ItemStatus.RETIRED,
+        actor=actor,
+        reasons=[ReviewAction.EDIT.value],
+        note=note,
     )
     new = await _insert_revision(db, old, record.question, new_options, record, digest)
     await _shift_exclusions(db, [new.id], sign=1)

@@ -225,9 +225,14 @@ class HealthSnapshot(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     computed_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    population_text: Mapped[str] = mapped_column(String(200), index=True)
+    """The population as given (``all``, ``top:10``, ...): snapshots compare within one."""
     population: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     verdict_watermark: Mapped[int] = mapped_column(BigInteger, default=0)
-    """The highest verdict id the report read (the job recomputes after enough new ones)."""
+    """The highest verdict id when the verdicts were read (the job recomputes after enough
+    new readable ones)."""
+    bank: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    """The report's bank figures (read by the history without loading whole reports)."""
     report: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
 
 

@@ -205,6 +205,8 @@ class Settings(BaseSettings):
     health_thresholds: dict[str, float] = Field(default_factory=dict)
     """Review-rule thresholds that differ from the defaults, as JSON, e.g.
     ``{"saturated_p": 0.99, "family_inversions": 2}`` (names: see docs/health.md)."""
+    health_keep_snapshots: int = Field(200, ge=1)
+    """Health snapshots the job keeps per population (older ones are deleted)."""
     health_population: str = "all"
     """The model population of scheduled health snapshots (``all``, ``top:10``,
     ``family:NAME``, ``models:A,B``, ``before:YYYY-MM-DD``, ``after:YYYY-MM-DD``)."""

@@ -51,7 +51,15 @@ CHOICES: dict[str, str] = {
         "point-biserial of c and Spearman of y against the model's mean y over the other "
         "item families (leave-family-out ability); 95% Fisher-z interval"
     ),
-    "cas": "H2(mean c) * max(0, Spearman(theta, y)), theta over all items (eq. 2)",
+    "cas": (
+        "H2(mean c) * max(0, Spearman(theta, y)) (eq. 2) with theta over all the bank's "
+        "items, not per stratum, so an item's CAS does not depend on the breakdown; a "
+        "stratum's CAS is the mean over its items"
+    ),
+    "items_read": (
+        "verdicts on items of every status are read (a flagged or retired item's figures "
+        "are what its reviewer needs), so retiring items does not change past figures"
+    ),
     "cas_kfold": "5 folds of item families within 4 difficulty quartiles, deterministic",
     "inversions": (
         "pairs of one registered family with different sizes that both answered; "

@@ -15,11 +15,11 @@ from bank.health.responses import FloatArray, IntArray
 
 @dataclass(frozen=True, slots=True)
 class Minimums:
-    """Below these counts a figure is null (HEALTH.md's proposal; BHI drops benchmarks with
+    """Below these counts a figure is null (BHI drops benchmarks with
     fewer than 3 models)."""
 
     models_per_item: int = 8
-    """Responding models for p, discrimination, CAS and the item's use in bootstraps."""
+    """Responding models for p, discrimination, CAS and separation."""
     models_per_stratum: int = 3
     """Models with a score for DS, EDR, RCV, S_Sta, S_Dyn and stability."""
     items_per_model: int = 1

@@ -59,7 +59,9 @@ async def review_item(
 
 
 @router.get("/v1/admin/bank/items/{item_id}/history", response_model=ItemHistoryOut)
-async def item_history(item_id: ItemId, db: DbSession, _: BankHealthReader) -> ItemHistoryOut:
-    """An item's status changes, oldest first (who, when, why), the item it is the edited
-    version of and its own edited versions."""
-    return await service.history(db, item_id=item_id)
+async def item_history(
+    item_id: ItemId, db: DbSession, principal: BankHealthReader
+) -> ItemHistoryOut:
+    """An item's status changes, oldest first (who, when, why; notes for admins only),
+    the item it is the edited version of and its own edited versions."""
+    return await service.history(db, principal=principal, item_id=item_id)

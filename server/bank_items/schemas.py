@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bank.item_status import MAX_NOTE
+from bank.item_status import MAX_NOTE, ReviewAction
 from bank.models import Item, ItemStatus, ItemStatusChange
 from bank.records import MAX_OPTIONS, MAX_TEXT
 from server.api.bodies import RequestBody
-
-
-class ReviewAction(StrEnum):
-    """What a reviewer does with an item."""
-
-    KEEP = "keep"
-    """A flagged item goes back to ``active``: sampled again."""
-    RETIRE = "retire"
-    """A flagged, active or anchor item becomes ``retired``: never sampled again."""
-    EDIT = "edit"
-    """A flagged item is retired and a corrected version of it (a new item of the same
-    family, ``replaces_id`` the old one) becomes ``active``."""
-
 
 EDITED_FIELDS = ("question", "options", "answer", "explanation")
 
@@ -66,11 +52,17 @@ class StatusChangeOut(BaseModel):
     reasons: list[str]
     """The flag rules that fired (from the health job) or the review action."""
     note: str | None
+    """Admins only; null for auditors (a reviewer's note may spell out the answer)."""
     actor: str
     """An API key id, ``cli`` or ``health-job``."""
     snapshot_id: uuid.UUID | None
     """The health snapshot whose figures flagged the item."""
     at: datetime = Field(validation_alias="created_at")
+
+    @classmethod
+    def of(cls, change: ItemStatusChange, *, with_note: bool) -> StatusChangeOut:
+        out = cls.model_validate(change)
+        return out if with_note else out.model_copy(update={"note": None})
 
 
 class BankItemOut(BaseModel):
@@ -110,7 +102,9 @@ class BankItemOut(BaseModel):
             explanation=item.explanation if with_answer else None,
             replaces_id=item.replaces_id,
             created_at=item.created_at,
-            latest_change=StatusChangeOut.model_validate(latest) if latest is not None else None,
+            latest_change=(
+                StatusChangeOut.of(latest, with_note=with_answer) if latest is not None else None
+            ),
         )
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.item_status import (
     DuplicateContent,
     InvalidReview,
+    ReviewAction,
     TransitionRefused,
     UnknownItems,
     change_status,
@@ -29,7 +30,6 @@ from server.auth.permissions import Permission, Principal
 from server.bank_items.schemas import (
     BankItemOut,
     ItemHistoryOut,
-    ReviewAction,
     ReviewIn,
     ReviewOut,
     StatusChangeOut,
@@ -145,8 +145,9 @@ async def review(
     )
 
 
-async def history(db: AsyncSession, *, item_id: uuid.UUID) -> ItemHistoryOut:
-    """``item_id``'s status changes, oldest first, and its edited versions either way."""
+async def history(db: AsyncSession, *, principal: Principal, item_id: uuid.UUID) -> ItemHistoryOut:
+    """``item_id``'s status changes, oldest first, and its edited versions either way
+    (notes for admins only)."""
     item = await db.get(Item, item_id)
     if item is None:
         raise NotFound(f"no such item: {item_id}")
@@ -155,9 +156,10 @@ async def history(db: AsyncSession, *, item_id: uuid.UUID) -> ItemHistoryOut:
         .where(ItemStatusChange.item_id == item_id)
         .order_by(ItemStatusChange.id)
     )
-    changes = [StatusChangeOut.model_validate(c) for c in rows.scalars()]
+    with_note = sees_answers(principal)
+    changes = [StatusChangeOut.of(c, with_note=with_note) for c in rows.scalars()]
     replaced_by: list[uuid.UUID] = []
-    if any("edit" in c.reasons for c in changes):  # only an edit makes a new version
+    if any(ReviewAction.EDIT.value in c.reasons for c in changes):  # only an edit makes one
         found = await db.execute(
             select(Item.id).where(Item.replaces_id == item_id).order_by(Item.created_at)
         )

@@ -29,7 +29,8 @@ from server.errors import InvalidInput
 from server.health.service import (
     collect_verdicts,
     compute_report,
-    flag_reported_items,
+    flag_candidates,
+    flag_items,
     store_snapshot,
 )
 
@@ -91,7 +92,7 @@ def health_command(
         Path | None, typer.Option(help="Also write every item's figures to this CSV.")
     ] = None,
     iterations: Annotated[
-        int, typer.Option(min=2, max=10_000, help="Bootstrap resamples for stability.")
+        int, typer.Option(min=2, max=1_000, help="Bootstrap resamples for stability.")
     ] = 100,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the bootstraps.")] = 0,
     as_json: JsonFlag = False,
@@ -124,7 +125,7 @@ def health_command(
     if responses is not None and items is not None:
         report = _recorded(responses, items, models, chosen, options, peer_boards)
     else:
-        report = _on_server(chosen, options, flag=flag, save=subset)
+        report = _on_server(chosen, options, flag=flag, save=subset, peers=peer_boards)
     if items_csv is not None:
         _write_items_csv(report, items_csv)
     if as_json:
@@ -147,13 +148,16 @@ def _recorded(
         fail(str(error))
     except OSError as error:
         fail(f"cannot read: {error}")
-    return health_report(
-        recorded.responses,
-        recorded.labels,
-        population=population,
-        options=options,
-        peers=peers,
-    )
+    try:
+        return health_report(
+            recorded.responses,
+            recorded.labels,
+            population=population,
+            options=options,
+            peers=peers,
+        )
+    except ValueError as error:
+        fail(f"--population: {error}", code=2)
 
 
 def _subset_choice(value: str) -> tuple[SubsetRule, str]:
@@ -177,22 +181,29 @@ def _on_server(
     *,
     flag: bool,
     save: tuple[SubsetRule, str] | None,
+    peers: dict[str, list[dict[str, float]]],
 ) -> HealthReport:
     """Collect, compute and store a snapshot in one transaction (and flag, with --flag;
     save a subset, with --save-subset)."""
 
     async def work(db: AsyncSession) -> HealthReport:
         collected = await collect_verdicts(db)
-        report = await compute_report(collected, population=population, options=options)
+        try:
+            report = await compute_report(
+                collected, population=population, options=options, peers=peers
+            )
+        except ValueError as error:
+            fail(f"--population: {error}", code=2)
         snapshot = await store_snapshot(db, report=report, watermark=collected.watermark)
         if flag:
-            moved = await flag_reported_items(
+            candidates = await flag_candidates(
                 db,
                 report=report,
                 item_uuids=collected.item_uuids,
                 item_ids=collected.responses.item_ids,
-                actor=CLI_ACTOR,
-                snapshot_id=snapshot.id,
+            )
+            moved = await flag_items(
+                db, candidates=candidates, actor=CLI_ACTOR, snapshot_id=snapshot.id
             )
             stderr.print(f"{moved} items moved to flagged")
         if save is not None:

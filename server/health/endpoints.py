@@ -27,10 +27,14 @@ class ItemsShown(StrEnum):
 
 @router.get("/v1/admin/bank/health", response_model=HealthOut)
 async def read_health(
-    db: DbSession, _: BankHealthReader, items: ItemsShown = ItemsShown.ALL
+    db: DbSession,
+    _: BankHealthReader,
+    items: ItemsShown = ItemsShown.ALL,
+    population: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
 ) -> HealthOut:
-    """The latest snapshot: population, choices, bank, strata, items and subsets."""
-    snapshot = await latest_snapshot(db)
+    """The latest snapshot (of ``population``, as given to the job or the command, when
+    named): population, choices, bank, strata, items and subsets."""
+    snapshot = await latest_snapshot(db, population=population)
     if snapshot is None:
         raise NotFound("no health snapshot yet: run `proctor bank health` or wait for the job")
     report: dict[str, Any] = dict(snapshot.report)
@@ -48,18 +52,26 @@ async def read_health(
 async def read_health_history(
     db: DbSession,
     _: BankHealthReader,
+    population: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[SnapshotSummaryOut]:
-    """Newest first: each snapshot's time, population and bank figures."""
-    rows = await db.execute(
-        select(HealthSnapshot).order_by(HealthSnapshot.computed_at.desc()).limit(limit)
+    """Newest first: each snapshot's time, population and bank figures (of one
+    population when named: figures of different populations do not compare)."""
+    statement = (
+        select(
+            HealthSnapshot.id,
+            HealthSnapshot.computed_at,
+            HealthSnapshot.population,
+            HealthSnapshot.bank,
+        )
+        .order_by(HealthSnapshot.computed_at.desc(), HealthSnapshot.id)
+        .limit(limit)
     )
+    if population is not None:
+        statement = statement.where(HealthSnapshot.population_text == population)
     return [
         SnapshotSummaryOut(
-            id=s.id,
-            computed_at=s.computed_at,
-            population=s.population,
-            bank=s.report.get("bank", {}),
+            id=row.id, computed_at=row.computed_at, population=row.population, bank=row.bank
         )
-        for s in rows.scalars()
+        for row in await db.execute(statement)
     ]

@@ -18,22 +18,14 @@ from server.health.service import RefreshOutcome, refresh_health
 log = logging.getLogger(__name__)
 
 
-async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcome:
-    outcome = await refresh_health(
-        engine,
-        population=settings.health_population,
-        min_new_verdicts=settings.health_min_new_verdicts,
-        flag=settings.health_flag,
-        max_flag_share=settings.health_flag_max_share,
-        options=HealthOptions(thresholds=parse_thresholds(settings.health_thresholds)),
-    )
-    if outcome.held_back:
-        log.warning(
-            "bank health: %d items flagged, more than %.0f%% of the active bank; none moved "
-            "(review the thresholds, or flag with `proctor bank health --flag`)",
-            outcome.held_back,
-            100 * settings.health_flag_max_share,
-        )
+async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcome | None:
+    """One tick; None (with a warning) when the configured population selects no model
+    the verdicts know."""
+    try:
+        outcome = await _refresh(engine, settings)
+    except ValueError as error:
+        log.warning("bank health: health_population %r: %s", settings.health_population, error)
+        return None
     if outcome.snapshot_id is not None:
         log.info(
             "bank health snapshot %s after %d new verdicts; %d items flagged",
@@ -41,7 +33,26 @@ async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcom
             outcome.new_verdicts,
             outcome.flagged,
         )
+    if outcome.held_back:
+        log.warning(
+            "bank health: %d items flagged, more than %.0f%% of the active bank; none moved "
+            "(review the thresholds, or flag with `proctor bank health --flag`)",
+            outcome.held_back,
+            100 * settings.health_flag_max_share,
+        )
     return outcome
+
+
+async def _refresh(engine: AsyncEngine, settings: Settings) -> RefreshOutcome:
+    return await refresh_health(
+        engine,
+        population=settings.health_population,
+        min_new_verdicts=settings.health_min_new_verdicts,
+        flag=settings.health_flag,
+        max_flag_share=settings.health_flag_max_share,
+        options=HealthOptions(thresholds=parse_thresholds(settings.health_thresholds)),
+        keep_snapshots=settings.health_keep_snapshots,
+    )
 
 
 async def health_forever(engine: AsyncEngine, settings: Settings) -> None:

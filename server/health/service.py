@@ -2,23 +2,24 @@
 the report off the event loop, store it as a snapshot, and flag items through the one
 status-change function.
 
-Which verdicts: readable scores (not awaiting review) of fixed and adaptive sessions; a
-response's score is the mean over its judges, and a model's score on an item is the mean
-over its responses. A response judged by several judges whose correctness (s >= 2)
-differs counts as a disagreement.
+Which verdicts: readable scores (not awaiting review) of fixed and adaptive sessions under
+the current judge prompt version; a response's score is the mean over its judges, and a
+model's score on an item is the mean over its responses. A response judged by several
+judges whose correctness (s >= 2) differs counts as a disagreement. Items of any status
+are read: a flagged or retired item's figures are what its reviewer needs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from bank.health.labels import ItemLabels
@@ -26,8 +27,10 @@ from bank.health.population import Population, parse_population
 from bank.health.report import HealthOptions, HealthReport, health_report
 from bank.health.responses import FloatArray, IntArray, ModelInfo, Responses
 from bank.item_status import ItemStatus, change_status
-from bank.models import HealthSnapshot, Item
+from bank.locks import lock
+from bank.models import HealthSnapshot, Item, ItemStatusChange
 from clients.sdk.types import SessionMode
+from judge.prompts import PROMPT_VERSION
 from judge.ranking.scores import MAX_SCORE
 from server.database import unit_of_work
 from server.registry.models import RegisteredModel
@@ -54,11 +57,43 @@ class CollectedVerdicts:
     """The highest verdict id read."""
 
 
+def _covered_by_another(
+    newest: HealthSnapshot | None, last: HealthSnapshot | None, watermark: int
+) -> bool:
+    """Whether a snapshot stored since ``last`` (by another worker) already read these
+    verdicts."""
+    if newest is None or (last is not None and newest.id == last.id):
+        return False
+    return newest.verdict_watermark >= watermark
+
+
+def _readable() -> list[Any]:
+    """The conditions of a verdict health reads (see the module docstring)."""
+    return [
+        Verdict.score.is_not(None),
+        Verdict.prompt_version == PROMPT_VERSION,
+        EvalSession.mode.in_(READ_MODES),
+    ]
+
+
+async def readable_verdicts_since(db: AsyncSession, *, since: int) -> int:
+    """How many verdicts health would read have an id above ``since``."""
+    count = await db.scalar(
+        select(func.count())
+        .select_from(Verdict)
+        .join(EvalSession, EvalSession.id == Verdict.session_id)
+        .where(Verdict.id > since, *_readable())
+    )
+    return int(count or 0)
+
+
 async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
+    """The readable verdicts as a response matrix; the watermark is the highest verdict id
+    at reading time (so verdicts health skips never count as new)."""
+    watermark = int(await db.scalar(select(func.coalesce(func.max(Verdict.id), 0))) or 0)
     rows = (
         await db.execute(
             select(
-                Verdict.id,
                 Verdict.session_id,
                 Verdict.position,
                 Verdict.score,
@@ -70,42 +105,55 @@ async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
                 (Answer.session_id == Verdict.session_id) & (Answer.position == Verdict.position),
             )
             .join(EvalSession, EvalSession.id == Verdict.session_id)
-            .where(Verdict.score.is_not(None), EvalSession.mode.in_(READ_MODES))
+            .where(Verdict.id <= watermark, *_readable())
         )
     ).all()
     model_ids = sorted({r.model_id for r in rows}, key=str)
     item_ids = sorted({r.item_id for r in rows}, key=str)
     models = await _model_infos(db, model_ids)
     labels, families = await _item_labels(db, item_ids)
+    return await asyncio.to_thread(
+        _collected, rows, model_ids, item_ids, models, labels, families, watermark
+    )
+
+
+def _collected(
+    rows: Sequence[Any],
+    model_ids: list[uuid.UUID],
+    item_ids: list[uuid.UUID],
+    models: list[ModelInfo],
+    labels: ItemLabels,
+    families: IntArray,
+    watermark: int,
+) -> CollectedVerdicts:
+    """The cells (mean over judges, then over responses) and the judges' disagreement per
+    item, from the verdict rows (CPU work: run in a thread)."""
     model_of = {m: i for i, m in enumerate(model_ids)}
     item_of = {m: i for i, m in enumerate(item_ids)}
     response_of: dict[tuple[uuid.UUID, int], int] = {}
-    response = np.empty(len(rows), dtype=np.int64)
-    for k, r in enumerate(rows):
-        response[k] = response_of.setdefault((r.session_id, r.position), len(response_of))
+    response = np.fromiter(
+        (response_of.setdefault((r.session_id, r.position), len(response_of)) for r in rows),
+        dtype=np.int64,
+        count=len(rows),
+    )
     n_responses = len(response_of)
-    score = np.array([r.score for r in rows], dtype=np.float64) / MAX_SCORE
+    score = np.fromiter((r.score for r in rows), dtype=np.float64, count=len(rows)) / MAX_SCORE
+    row_item = np.fromiter((item_of[r.item_id] for r in rows), dtype=np.int64, count=len(rows))
+    row_model = np.fromiter((model_of[r.model_id] for r in rows), dtype=np.int64, count=len(rows))
     cell_item = np.zeros(n_responses, dtype=np.int64)
     cell_model = np.zeros(n_responses, dtype=np.int64)
-    for k, r in enumerate(rows):
-        cell_item[response[k]] = item_of[r.item_id]
-        cell_model[response[k]] = model_of[r.model_id]
+    cell_item[response] = row_item
+    cell_model[response] = row_model
     judges = np.bincount(response, minlength=n_responses)
     y = np.bincount(response, score, minlength=n_responses) / np.maximum(judges, 1)
     correct = np.bincount(response, score >= 2 / MAX_SCORE - 1e-9, minlength=n_responses)
     disagree = (judges >= 2) & (correct > 0) & (correct < judges)
-    cells, cell_index = np.unique(
-        cell_item * max(1, len(model_ids)) + cell_model, return_inverse=True
-    )
+    width = max(1, len(model_ids))
+    cells, cell_index = np.unique(cell_item * width + cell_model, return_inverse=True)
     totals = np.bincount(cell_index, y)
     counts = np.bincount(cell_index)
     responses = Responses.from_cells(
-        [str(i) for i in item_ids],
-        models,
-        cells // max(1, len(model_ids)),
-        cells % max(1, len(model_ids)),
-        totals / counts,
-        families,
+        [str(i) for i in item_ids], models, cells // width, cells % width, totals / counts, families
     )
     multi = np.bincount(cell_item[judges >= 2], minlength=len(item_ids))
     disagreements = np.bincount(cell_item[disagree], minlength=len(item_ids))
@@ -117,7 +165,7 @@ async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
         item_uuids=tuple(item_ids),
         judge_disagreement=share,
         judged=multi.astype(np.int64),
-        watermark=max((r.id for r in rows), default=0),
+        watermark=watermark,
     )
 
 
@@ -171,15 +219,21 @@ async def _item_labels(
 
 
 async def compute_report(
-    collected: CollectedVerdicts, *, population: Population, options: HealthOptions
+    collected: CollectedVerdicts,
+    *,
+    population: Population,
+    options: HealthOptions,
+    peers: Mapping[str, Sequence[Mapping[str, float]]] | None = None,
 ) -> HealthReport:
-    """The report, computed in a thread (it is CPU work; the event loop keeps serving)."""
+    """The report, computed in a thread (it is CPU work; the event loop keeps serving).
+    ``ValueError`` when the population names models or a family the verdicts lack."""
     return await asyncio.to_thread(
         health_report,
         collected.responses,
         collected.labels,
         population=population,
         options=options,
+        peers=peers,
         judge_disagreement=collected.judge_disagreement,
         judged=collected.judged,
     )
@@ -191,73 +245,126 @@ async def store_snapshot(
     report: HealthReport,
     watermark: int,
     now: datetime | None = None,
+    keep: int | None = None,
 ) -> HealthSnapshot:
+    """Store ``report``; with ``keep``, only the newest ``keep`` snapshots of its
+    population are kept."""
+    body = await asyncio.to_thread(report.to_dict)  # the item section is CPU work
+    text = str(report.population.get("text", ""))
     snapshot = HealthSnapshot(
         computed_at=now or datetime.now(UTC),
+        population_text=text,
         population=report.population,
         verdict_watermark=watermark,
-        report=report.to_dict(),
+        bank=report.bank,
+        report=body,
     )
     db.add(snapshot)
     await db.flush()
+    if keep is not None:
+        newest = (
+            select(HealthSnapshot.id)
+            .where(HealthSnapshot.population_text == text)
+            .order_by(HealthSnapshot.computed_at.desc(), HealthSnapshot.id)
+            .limit(keep)
+        )
+        await db.execute(
+            delete(HealthSnapshot).where(
+                HealthSnapshot.population_text == text, HealthSnapshot.id.not_in(newest)
+            )
+        )
     return snapshot
 
 
-async def flag_reported_items(
+async def flag_candidates(
     db: AsyncSession,
     *,
     report: HealthReport,
     item_uuids: Sequence[uuid.UUID],
     item_ids: Sequence[str],
+) -> dict[uuid.UUID, tuple[str, ...]]:
+    """The report's flagged items that are active (locked until the transaction ends) and
+    were not kept by a reviewer against the same reasons: a keep stands until a rule that
+    was not behind the kept flag fires."""
+    uuid_of = dict(zip(item_ids, item_uuids, strict=True))
+    wanted = {uuid_of[i]: reasons for i, reasons in report.flags.items()}
+    active: set[uuid.UUID] = set()
+    ids = sorted(wanted, key=str)
+    for start in range(0, len(ids), 1000):
+        rows = await db.execute(
+            select(Item.id)
+            .where(Item.id.in_(ids[start : start + 1000]), Item.status == ItemStatus.ACTIVE.value)
+            .with_for_update()
+        )
+        active.update(rows.scalars())
+    kept = await _kept_reasons(db, sorted(active, key=str))
+    return {
+        item: reasons
+        for item, reasons in wanted.items()
+        if item in active and not set(reasons) <= kept.get(item, frozenset())
+    }
+
+
+async def _kept_reasons(
+    db: AsyncSession, item_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, frozenset[str]]:
+    """Item -> the reasons of the flag a reviewer's latest keep overruled (items whose
+    latest change is a keep only)."""
+    history: dict[uuid.UUID, list[ItemStatusChange]] = {}
+    for start in range(0, len(item_ids), 1000):
+        rows = await db.execute(
+            select(ItemStatusChange)
+            .where(ItemStatusChange.item_id.in_(item_ids[start : start + 1000]))
+            .order_by(ItemStatusChange.id)
+        )
+        for change in rows.scalars():
+            history.setdefault(change.item_id, []).append(change)
+    kept: dict[uuid.UUID, frozenset[str]] = {}
+    for item, changes in history.items():
+        last = changes[-1]
+        if (last.from_status, last.to_status) != (ItemStatus.FLAGGED, ItemStatus.ACTIVE):
+            continue
+        flags = [c for c in changes if c.to_status == ItemStatus.FLAGGED]
+        kept[item] = frozenset(flags[-1].reasons) if flags else frozenset()
+    return kept
+
+
+async def flag_items(
+    db: AsyncSession,
+    *,
+    candidates: Mapping[uuid.UUID, tuple[str, ...]],
     actor: str,
     snapshot_id: uuid.UUID | None,
 ) -> int:
-    """Move the report's flagged items that are still active to ``flagged``, each with
-    its reasons; returns how many moved."""
-    uuid_of = dict(zip(item_ids, item_uuids, strict=True))
+    """Move ``candidates`` (from :func:`flag_candidates`) to ``flagged`` with their
+    reasons, through the one status-change function; returns how many moved."""
     by_reasons: dict[tuple[str, ...], list[uuid.UUID]] = {}
-    for item_id, reasons in report.flags.items():
-        by_reasons.setdefault(reasons, []).append(uuid_of[item_id])
-    active = (
-        set(
-            (
-                await db.execute(
-                    select(Item.id).where(
-                        Item.id.in_([u for ids in by_reasons.values() for u in ids]),
-                        Item.status == ItemStatus.ACTIVE.value,
-                    )
-                )
-            ).scalars()
-        )
-        if by_reasons
-        else set()
-    )
+    for item, reasons in candidates.items():
+        by_reasons.setdefault(reasons, []).append(item)
     moved = 0
     for reasons, ids in sorted(by_reasons.items()):
-        targets = [i for i in ids if i in active]
-        if targets:
-            changes = await change_status(
-                db,
-                item_ids=targets,
-                to=ItemStatus.FLAGGED,
-                actor=actor,
-                reasons=reasons,
-                snapshot_id=snapshot_id,
-            )
-            moved += len(changes)
+        changes = await change_status(
+            db,
+            item_ids=ids,
+            to=ItemStatus.FLAGGED,
+            actor=actor,
+            reasons=reasons,
+            snapshot_id=snapshot_id,
+        )
+        moved += len(changes)
     return moved
 
 
-async def latest_snapshot(db: AsyncSession) -> HealthSnapshot | None:
-    return (
-        await db.execute(
-            select(HealthSnapshot).order_by(HealthSnapshot.computed_at.desc()).limit(1)
-        )
-    ).scalar_one_or_none()
-
-
-async def verdict_watermark(db: AsyncSession) -> int:
-    return int(await db.scalar(select(func.coalesce(func.max(Verdict.id), 0))) or 0)
+async def latest_snapshot(
+    db: AsyncSession, *, population: str | None = None
+) -> HealthSnapshot | None:
+    """The newest snapshot (of ``population``, as given, when named)."""
+    statement = select(HealthSnapshot).order_by(
+        HealthSnapshot.computed_at.desc(), HealthSnapshot.id
+    )
+    if population is not None:
+        statement = statement.where(HealthSnapshot.population_text == population)
+    return (await db.execute(statement.limit(1))).scalar_one_or_none()
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,51 +384,52 @@ async def refresh_health(
     flag: bool,
     max_flag_share: float = 1.0,
     options: HealthOptions | None = None,
+    keep_snapshots: int | None = None,
     actor: str = HEALTH_ACTOR,
 ) -> RefreshOutcome:
-    """A new snapshot when at least ``min_new_verdicts`` verdicts arrived since the last
-    (1 forces one whenever there is any new verdict); the scheduled job's one step. With
-    ``flag``, the flagged items move to ``flagged`` unless they are more than
-    ``max_flag_share`` of the active items (then none move: ``held_back``)."""
+    """The scheduled job's one step: a new snapshot of ``population`` once at least
+    ``min_new_verdicts`` readable verdicts arrived since its last one (0 forces one).
+
+    With ``flag``, the flagged active items move to ``flagged`` unless they are more than
+    ``max_flag_share`` of the active items (then none move: ``held_back``). Several
+    workers may run the job: the write takes a lock and stores nothing when another
+    worker's snapshot already covers these verdicts. ``ValueError`` when the population
+    names models or a family the verdicts lack."""
     async with unit_of_work(engine) as db:
-        last = await latest_snapshot(db)
+        last = await latest_snapshot(db, population=population)
         since = 0 if last is None else last.verdict_watermark
-        new = (
-            await db.scalar(select(func.count()).select_from(Verdict).where(Verdict.id > since))
-            or 0
-        )
+        new = await readable_verdicts_since(db, since=since)
     if new < min_new_verdicts:
-        return RefreshOutcome(None, int(new), 0)
+        return RefreshOutcome(None, new, 0)
     async with unit_of_work(engine) as db:
         collected = await collect_verdicts(db)
     report = await compute_report(
         collected, population=parse_population(population), options=options or HealthOptions()
     )
     async with unit_of_work(engine) as db:
-        snapshot = await store_snapshot(db, report=report, watermark=collected.watermark)
-        flagged = held_back = 0
-        active = await db.scalar(
-            select(func.count()).select_from(Item).where(Item.status == ItemStatus.ACTIVE.value)
+        await lock(db, "bank:health")
+        newest = await latest_snapshot(db, population=population)
+        if _covered_by_another(newest, last, collected.watermark):
+            return RefreshOutcome(None, new, 0)
+        snapshot = await store_snapshot(
+            db, report=report, watermark=collected.watermark, keep=keep_snapshots
         )
-        if flag and len(report.flags) > max_flag_share * int(active or 0):
-            held_back = len(report.flags)
-        elif flag:
-            flagged = await flag_reported_items(
+        flagged = held_back = 0
+        if flag:
+            candidates = await flag_candidates(
                 db,
                 report=report,
                 item_uuids=collected.item_uuids,
                 item_ids=collected.responses.item_ids,
-                actor=actor,
-                snapshot_id=snapshot.id,
             )
+            active = await db.scalar(
+                select(func.count()).select_from(Item).where(Item.status == ItemStatus.ACTIVE.value)
+            )
+            if len(candidates) > max_flag_share * int(active or 0):
+                held_back = len(candidates)
+            else:
+                flagged = await flag_items(
+                    db, candidates=candidates, actor=actor, snapshot_id=snapshot.id
+                )
         snapshot_id = snapshot.id
-    return RefreshOutcome(snapshot_id, int(new), flagged, held_back)
-
-
-def snapshot_summary(snapshot: HealthSnapshot) -> dict[str, Any]:
-    return {
-        "id": snapshot.id,
-        "computed_at": snapshot.computed_at,
-        "population": snapshot.population,
-        "bank": snapshot.report.get("bank", {}),
-    }
+    return RefreshOutcome(snapshot_id, new, flagged, held_back)

@@ -81,6 +81,7 @@ def test_recorded_data_gives_the_report_and_an_items_csv(tmp_path: Path) -> None
         (("--threshold", "saturated_p"), "expected NAME=VALUE"),
         (("--threshold", "saturated_p=2"), "saturated_p must be in [0, 1]"),
         (("--threshold", "bogus=1"), "unknown threshold 'bogus'"),
+        ((*RECORDED, "--population", "family:NOPE"), "no model of family 'NOPE'"),
     ],
 )
 def test_bad_options_are_refused_with_exit_2(args: tuple[str, ...], message: str) -> None:
@@ -144,18 +145,33 @@ async def _counts(db_url: str) -> dict[str, int]:
 
 
 async def test_on_the_server_it_snapshots_flags_and_saves_a_subset(
-    world: tuple[str, World],
+    world: tuple[str, World], tmp_path: Path
 ) -> None:
     db_url, _ = world
     plain = proctor_db(db_url, "bank", "health", "--iterations", "10", "--json")
     body = json.loads(plain.stdout)
     assert body["population"]["n_models"] == 10
     assert await _counts(db_url) == {"snapshots": 1, "flagged": 0, "sets": 0, "members": 0}
+    stratum = sorted(body["strata"])[0]
+    board = tmp_path / "board.csv"
+    models = body["population"]["models"]
+    board.write_text("model,score\n" + "".join(f"{m},{i}\n" for i, m in enumerate(models)), "utf-8")
 
     flagged = proctor_db(
-        db_url, "bank", "health", "--iterations", "10", "--flag", "--save-subset", "cas=core"
+        db_url,
+        "bank",
+        "health",
+        "--iterations",
+        "10",
+        "--flag",
+        "--save-subset",
+        "cas=core",
+        "--peer",
+        f"{stratum}={board}",
+        "--json",
     )
     assert "items moved to flagged" in flagged.stderr and "item set 'core' saved" in flagged.stderr
+    assert json.loads(flagged.stdout)["strata"][stratum]["cbrc"] is not None
     counts = await _counts(db_url)
     assert counts["snapshots"] == 2 and counts["flagged"] >= 2
     assert counts["sets"] == 1 and counts["members"] > 0

@@ -190,6 +190,10 @@ async def test_edit_and_restore(api: Api, world_db: WorldDb) -> None:
     old_history = (await client.get(f"{ITEMS}/{old}/history", headers=auditor)).json()
     assert old_history["replaced_by"] == [revision["id"]]
     assert old_history["changes"][-1]["reasons"] == ["edit"]
+    # a reviewer's note may spell out the answer: admins read it, auditors do not
+    assert old_history["changes"][-1]["note"] is None
+    as_admin = (await client.get(f"{ITEMS}/{old}/history", headers=admin)).json()
+    assert as_admin["changes"][-1]["note"] == "the key was wrong"
     new_history = (await client.get(f"{ITEMS}/{revision['id']}/history", headers=auditor)).json()
     assert new_history["replaces_id"] == str(old) and new_history["changes"] == []
     maintained, counted = await active_count(db_url)

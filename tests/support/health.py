@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from bank.models import Item, Sample
+from judge.prompts import PROMPT_VERSION
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
 from server.scoring.models import Verdict
@@ -127,7 +128,7 @@ def _verdict(session_id: uuid.UUID, position: int, judge: str, score: int) -> Ve
         session_id=session_id,
         position=position,
         judge=judge,
-        prompt_version="v1",
+        prompt_version=PROMPT_VERSION,
         score=score,
         method="judge",
     )

@@ -44,13 +44,18 @@ def upgrade() -> None:
         'health_snapshots',
         sa.Column('id', sa.Uuid(), nullable=False),
         sa.Column('computed_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('population_text', sa.String(length=200), nullable=False),
         sa.Column('population', JSON, nullable=False),
         sa.Column('verdict_watermark', sa.BigInteger(), nullable=False),
+        sa.Column('bank', JSON, nullable=False),
         sa.Column('report', JSON, nullable=False),
         sa.PrimaryKeyConstraint('id'),
     )
     op.create_index(
         op.f('ix_health_snapshots_computed_at'), 'health_snapshots', ['computed_at']
+    )
+    op.create_index(
+        op.f('ix_health_snapshots_population_text'), 'health_snapshots', ['population_text']
     )
     op.create_table(
         'item_sets',
@@ -77,6 +82,7 @@ def downgrade() -> None:
     """Downgrade schema."""
     op.drop_table('item_set_members')
     op.drop_table('item_sets')
+    op.drop_index(op.f('ix_health_snapshots_population_text'), table_name='health_snapshots')
     op.drop_index(op.f('ix_health_snapshots_computed_at'), table_name='health_snapshots')
     op.drop_table('health_snapshots')
     op.drop_index(op.f('ix_item_status_changes_item_id'), table_name='item_status_changes')
