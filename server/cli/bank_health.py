@@ -29,8 +29,7 @@ from server.errors import InvalidInput
 from server.health.service import (
     collect_verdicts,
     compute_report,
-    flag_candidates,
-    flag_items,
+    flag_report,
     store_snapshot,
 )
 
@@ -196,14 +195,8 @@ def _on_server(
             fail(f"--population: {error}", code=2)
         snapshot = await store_snapshot(db, report=report, watermark=collected.watermark)
         if flag:
-            candidates = await flag_candidates(
-                db,
-                report=report,
-                item_uuids=collected.item_uuids,
-                item_ids=collected.responses.item_ids,
-            )
-            moved = await flag_items(
-                db, candidates=candidates, actor=CLI_ACTOR, snapshot_id=snapshot.id
+            moved, _ = await flag_report(
+                db, report=report, collected=collected, actor=CLI_ACTOR, snapshot_id=snapshot.id
             )
             stderr.print(f"{moved} items moved to flagged")
         if save is not None:

@@ -355,6 +355,34 @@ async def flag_items(
     return moved
 
 
+async def flag_report(
+    db: AsyncSession,
+    *,
+    report: HealthReport,
+    collected: CollectedVerdicts,
+    actor: str,
+    snapshot_id: uuid.UUID | None,
+    max_share: float = 1.0,
+) -> tuple[int, int]:
+    """Flag the report's candidates (:func:`flag_candidates`); ``(moved, held_back)``:
+    nothing moves, and all are held back, when they exceed ``max_share`` of the active
+    items."""
+    candidates = await flag_candidates(
+        db,
+        report=report,
+        item_uuids=collected.item_uuids,
+        item_ids=collected.responses.item_ids,
+    )
+    if max_share < 1.0:
+        active = await db.scalar(
+            select(func.count()).select_from(Item).where(Item.status == ItemStatus.ACTIVE.value)
+        )
+        if len(candidates) > max_share * int(active or 0):
+            return 0, len(candidates)
+    moved = await flag_items(db, candidates=candidates, actor=actor, snapshot_id=snapshot_id)
+    return moved, 0
+
+
 async def latest_snapshot(
     db: AsyncSession, *, population: str | None = None
 ) -> HealthSnapshot | None:
@@ -416,20 +444,13 @@ async def refresh_health(
         )
         flagged = held_back = 0
         if flag:
-            candidates = await flag_candidates(
+            flagged, held_back = await flag_report(
                 db,
                 report=report,
-                item_uuids=collected.item_uuids,
-                item_ids=collected.responses.item_ids,
+                collected=collected,
+                actor=actor,
+                snapshot_id=snapshot.id,
+                max_share=max_flag_share,
             )
-            active = await db.scalar(
-                select(func.count()).select_from(Item).where(Item.status == ItemStatus.ACTIVE.value)
-            )
-            if len(candidates) > max_flag_share * int(active or 0):
-                held_back = len(candidates)
-            else:
-                flagged = await flag_items(
-                    db, candidates=candidates, actor=actor, snapshot_id=snapshot.id
-                )
         snapshot_id = snapshot.id
     return RefreshOutcome(snapshot_id, new, flagged, held_back)
