@@ -39,8 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy.stats import beta
-
 from judge.contamination.arguments import (
     check_count,
     check_fraction,
@@ -583,6 +581,8 @@ def replay_rate(
         if k > total:
             raise ValueError(f"near_exact ({k}) cannot exceed n ({total})")
     alpha = 1.0 - level
+    from scipy.stats import beta  # here, not at import: scipy.stats costs every CLI start 1 s
+
     low = 0.0 if k == 0 else float(beta.ppf(alpha / 2.0, k, total - k + 1))
     high = 1.0 if k == total else float(beta.ppf(1.0 - alpha / 2.0, k + 1, total - k))
     return ReplayRate(

@@ -40,6 +40,7 @@ from bank.importer import import_records
 from bank.models import Item
 from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.report import write_report
+from clients.report.board import model_rows, tie_groups
 from clients.runner.progress import RunBar, item_progress
 from clients.runner.runner import RunConfig, Runner, SessionOutcome
 from clients.runner.transcript import Transcript
@@ -92,10 +93,23 @@ class DemoResult:
     workdir: Path
     wall_s: float
     failures: list[str] = field(default_factory=list)
+    groups: list[list[str]] = field(default_factory=list)
+    """Tie groups: models the data cannot order."""
 
     @property
     def ranking_matches(self) -> bool:
-        return self.printed_order == self.expected_order
+        """The printed order is the configured one, except that models of one tie group
+        (the data cannot order them) may stand in any order."""
+        group_of = {name: i for i, group in enumerate(self.groups) for name in group}
+        rank = {name: i for i, name in enumerate(self.printed_order)}
+        if set(rank) != set(self.expected_order):
+            return False
+        for i, better in enumerate(self.expected_order):
+            for worse in self.expected_order[i + 1 :]:
+                tied = better in group_of and group_of.get(worse) == group_of[better]
+                if rank[better] > rank[worse] and not tied:
+                    return False
+        return True
 
 
 @dataclass
@@ -179,6 +193,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             workdir,
             time.monotonic() - started,
             failures,
+            tie_groups(board, model_rows(board)),
         )
         _verdict(result, console)
         return result

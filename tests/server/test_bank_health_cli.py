@@ -93,25 +93,23 @@ def test_bad_options_are_refused_with_exit_2(args: tuple[str, ...], message: str
 
 
 def test_hostile_files_are_refused_with_file_line_and_field(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        '{"question_id": 70, "category": "law"}\n{"question_id": 71, "category": "law"}\n',
+        encoding="utf-8",
+    )
+    good = tmp_path / "good.csv"
+    good.write_text("model,70,71\nA,1,0\nB,0,1\n", encoding="utf-8")
     models = tmp_path / "models.csv"
     models.write_text("model,family,params_b,date\nA,f,-3,2024-13-01\n", encoding="utf-8")
     responses = tmp_path / "responses.csv"
     responses.write_bytes(b"model,70\nA,\xff\n")
     run = proctor(
-        "bank",
-        "health",
-        "--responses",
-        str(MMLU_PRO / "responses.csv"),
-        "--items",
-        str(MMLU_PRO / "items.jsonl"),
-        "--models",
-        str(models),
+        "bank", "health", "--responses", str(good), "--items", str(items), "--models", str(models)
     )
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert f"{models}:2: params_b:" in run.stderr and f"{models}:2: date:" in run.stderr
-    broken = proctor(
-        "bank", "health", "--responses", str(responses), "--items", str(MMLU_PRO / "items.jsonl")
-    )
+    broken = proctor("bank", "health", "--responses", str(responses), "--items", str(items))
     assert broken.returncode == 1 and f"{responses}:2: file: not valid UTF-8" in broken.stderr
 
 

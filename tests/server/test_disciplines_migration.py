@@ -5,10 +5,11 @@ seeded and the disciplines that had items stay evaluated."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Discipline, Item, OrgStratumExclusion, Stratum, make_slot
@@ -53,12 +54,14 @@ async def _old_bank(session: AsyncSession) -> None:
             )
         )
         await session.flush()
+        # Core inserts of the columns the old schema has (the model has grown since).
         for rank in range(count):
             item_id = uuid.uuid4()
-            session.add(
-                Item(
+            await session.execute(
+                insert(Item.__table__).values(
                     id=item_id,
                     family_id=item_id,
+                    variant="original",
                     stratum_id=n,
                     slot=make_slot(n, rank),
                     discipline=discipline,
@@ -69,6 +72,7 @@ async def _old_bank(session: AsyncSession) -> None:
                     language="en",
                     status="active",
                     content_hash=item_id.hex,
+                    created_at=datetime.now(UTC),
                 )
             )
         session.add(OrgStratumExclusion(org_id=org.id, stratum_id=n, n_items=1))

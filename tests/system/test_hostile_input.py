@@ -70,6 +70,8 @@ from hypothesis import strategies as st
 
 from server.app import create_app
 from server.config import Settings
+from server.database import create_engine
+from server.health.service import refresh_health
 from tests.support.api import World, seed_world, test_settings
 from tests.support.database import make_database_url
 
@@ -366,6 +368,16 @@ BODIES: dict[tuple[str, str], BodyFactory] = {
     ("PUT", "/v1/admin/leaderboard/anchor"): lambda env, role: {
         "model_id": str(env.world.a.model_id)
     },
+    # the path's item is a fresh active one each time (``Env.active_item``)
+    ("POST", "/v1/admin/bank/items/{item_id}/review"): lambda env, role: {
+        "action": "retire",
+        "note": "probe",
+    },
+    ("POST", "/v1/admin/bank/item-sets"): lambda env, role: {
+        "name": f"probe-{uuid.uuid4().hex[:12]}",
+        "item_ids": [env.active_item()],
+        "rule": {"subset": "cas", "retention": 0.25},
+    },
 }
 
 
@@ -561,6 +573,14 @@ class Env:
             self.drive[role] = self.open_session(DRIVE_ITEMS)
         raise AssertionError("no pending item to answer")
 
+    def active_item(self) -> str:
+        """An active item of the bank (the newest by id; a retired one gives way)."""
+        response = self.helper(
+            "GET", "/v1/admin/bank/items?status=active&limit=1", None, self.headers["admin"]
+        )
+        assert response.status_code == 200 and response.json(), response.text
+        return str(response.json()[0]["id"])
+
     # requests -------------------------------------------------------------------------
 
     def base(self, route: Route, role: str) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -573,6 +593,8 @@ class Env:
                 values[name] = self.abort_session
             elif name == "session_id":
                 values[name] = self.drive[role]
+            elif name == "item_id":
+                values[name] = self.active_item()
             else:
                 raise AssertionError(f"no valid value for path parameter {name} of {route.id}")
         body = None
@@ -747,6 +769,11 @@ async def hostile_db(
 ) -> tuple[str, World, str | None]:
     db_url = await make_database_url(backend, request, tmp_path_factory.mktemp("hostile"))
     world = await seed_world(db_url, per_cell=SEEDED_PER_CELL)
+    engine = create_engine(db_url)
+    try:  # a (still empty) health snapshot, so the health routes have something to read
+        await refresh_health(engine, population="all", min_new_verdicts=0, flag=False)
+    finally:
+        await engine.dispose()
     redis_url = request.getfixturevalue("redis_server").url if backend == "postgres" else None
     return db_url, world, redis_url
 

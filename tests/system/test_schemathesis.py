@@ -57,7 +57,7 @@ from server.database import create_engine
 from tests.support.api import ROLES, World, login, open_session, seed_world, test_settings
 from tests.support.database import make_database_url
 
-MAX_EXAMPLES = 25
+MAX_EXAMPLES = 20
 MIN_SECRET_LENGTH = 8
 DRIVE_SESSIONS = 3
 DRIVE_ITEMS = 8
