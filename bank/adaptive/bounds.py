@@ -36,8 +36,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scipy.stats import norm
-
 from bank.adaptive.estimator import StratifiedEstimate, StratumTally
 
 KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)
@@ -106,6 +104,8 @@ def stratified_bernstein_serfling(
 def normal_halfwidth(estimate: StratifiedEstimate, delta: float) -> float:
     """``z_{1-delta/2}`` times the estimate's standard error (asymptotic)."""
     _check_delta(delta)
+    from scipy.stats import norm  # scipy.stats takes ~1 s to import: not at every CLI start
+
     return float(norm.ppf(1.0 - delta / 2.0)) * estimate.standard_error
 
 

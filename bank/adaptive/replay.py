@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import kendalltau, spearmanr
 
 from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Policy, assign_strata
@@ -230,6 +229,11 @@ def summarise(
     width = np.array([[o.halfwidth for o in row] for row in outcomes], dtype=np.float64)
     precise = np.array([[o.stop == "precise" for o in row] for row in outcomes])
     errors = np.abs(est - full[None, :])
+    from scipy.stats import (  # scipy.stats takes ~1 s to import: not at every CLI start
+        kendalltau,
+        spearmanr,
+    )
+
     spearman = [float(spearmanr(row, full).statistic) for row in est]
     kendall = [float(kendalltau(row, full).statistic) for row in est]
     return PolicySummary(

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 from bank.health.responses import FloatArray, IntArray
 
@@ -115,6 +114,8 @@ def pooled_cad(inversions: ArrayLike, pairs: ArrayLike, lam: float = CAD_LAMBDA)
 def peer_taus(scores: ArrayLike, peers: Sequence[ArrayLike]) -> FloatArray:
     """Kendall tau-b between a stratum's model scores and each peer's, over the models both
     score; NaN for a peer where tau is undefined (a constant vector, fewer than 2 models)."""
+    from scipy import stats  # scipy.stats takes ~1 s to import: not at every CLI start
+
     target = np.asarray(scores, dtype=np.float64)
     taus = np.full(len(peers), np.nan)
     for index, peer in enumerate(peers):

@@ -24,7 +24,6 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from bank.health.population import top_k_mask
 from bank.health.responses import BoolArray, FloatArray, Responses
@@ -147,6 +146,10 @@ def rank_tau(full: FloatArray, subset: FloatArray, *, minimum: int = 3) -> Figur
         return Figure.missing(f"fewer than {minimum} models with both scores", n)
     if np.ptp(full[both]) == 0 or np.ptp(subset[both]) == 0:
         return Figure.missing("constant scores: tau is undefined", n)
+    from scipy import (
+        stats as scipy_stats,  # scipy.stats takes ~1 s to import: not at every CLI start
+    )
+
     tau = scipy_stats.kendalltau(full[both], subset[both]).statistic
     return Figure.of(float(tau), n)
 

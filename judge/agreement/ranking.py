@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from judge.agreement.scores import NAN, json_record
 
@@ -60,6 +59,8 @@ def ranking_agreement(means_a: Sequence[float], means_b: Sequence[float]) -> Ran
         raise ValueError(f"a ranking needs at least two models, got {len(x)}")
     if np.all(x == x[0]) or np.all(y == y[0]):
         return RankingAgreement(NAN, NAN, NAN, NAN, len(x))
+    from scipy import stats  # scipy.stats takes ~1 s to import: not at every CLI start
+
     rho = stats.spearmanr(x, y)
     tau = stats.kendalltau(x, y)
     return RankingAgreement(

@@ -25,7 +25,6 @@ from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 
@@ -292,6 +291,8 @@ def compare_rankings(ours: Mapping[str, float], theirs: Mapping[str, float]) -> 
     """
     _check_values("ours", ours)
     _check_values("theirs", theirs)
+    from scipy import stats  # scipy.stats takes ~1 s to import: not at every CLI start
+
     common_in_input = [m for m in ours if m in theirs]
     x_all = np.array([ours[m] for m in common_in_input], dtype=float)
     # our order: best first, equal scores in input order
