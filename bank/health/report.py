@@ -177,13 +177,14 @@ def health_report(
     data = responses.select(models=chosen)
     stats = item_statistics(data, minimums=options.minimums)
     strata_masks = labels.strata(options.by)
-    lobo = _lobo_abilities(data, strata_masks, options.minimums)
+    strata_scores = _strata_scores(data, strata_masks, options.minimums)
+    lobo = aggregates.lobo_ability(strata_scores)  # theta^(-stratum), BHI eqs. 4-5
     strata = {
         name: _stratum(data, stats, mask, theta, options, (peers or {}).get(name, ()))
         for (name, mask), theta in zip(strata_masks.items(), lobo, strict=True)
     }
     every_item = np.ones(data.n_items, dtype=bool)
-    bank_theta = _win_rate_ability(data, strata_masks, options.minimums)
+    bank_theta = _win_rate_ability(strata_scores)
     bank = _stratum(data, stats, every_item, bank_theta, options, ())
     _add_health_index(bank, strata, strata_masks)
     flags = flag_items(
@@ -360,20 +361,10 @@ def _strata_scores(
     )
 
 
-def _lobo_abilities(
-    data: Responses, masks: Mapping[str, BoolArray], minimums: Minimums
-) -> FloatArray:
-    """theta^(-stratum) per stratum × model (BHI eqs. 4-5)."""
-    return aggregates.lobo_ability(_strata_scores(data, masks, minimums))
-
-
-def _win_rate_ability(
-    data: Responses, masks: Mapping[str, BoolArray], minimums: Minimums
-) -> FloatArray:
-    """The bank-level theta: the LOBO rule with no stratum left out (an extra all-NaN row
-    is the one left out)."""
-    scores = _strata_scores(data, masks, minimums)
-    padded = np.vstack([scores, np.full((1, data.n_models), np.nan)])
+def _win_rate_ability(scores: FloatArray) -> FloatArray:
+    """The bank-level theta from the strata × models ``scores``: the LOBO rule with no
+    stratum left out (an extra all-NaN row is the one left out)."""
+    padded = np.vstack([scores, np.full((1, scores.shape[1]), np.nan)])
     return np.asarray(aggregates.lobo_ability(padded)[-1], dtype=np.float64)
 
 
