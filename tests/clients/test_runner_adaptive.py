@@ -18,6 +18,8 @@ from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
 from fakellm.profiles import BUILTIN_PROFILES
+from server.database import create_engine, unit_of_work
+from server.sessions.models import AdaptiveRun
 from tests.support.api import World, running_api, seed_world, test_settings
 from tests.support.fake_llm import running_fake_llm
 from tests.support.sessions import table_counts, wait_until
@@ -82,10 +84,18 @@ async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
     assert session.mode == "adaptive" and session.adaptive is not None
     assert session.adaptive["stop_reason"] == "precise"
     n = session.n_items
-    print("NSTOP", n, session.adaptive)
     assert n < 100 and session.completed == n == outcome.answered
     assert session.adaptive["n_scored"] == n
     assert 0 <= session.adaptive["estimate"] <= 100
-    assert session.adaptive["halfwidth"] <= 14
+    # The rule stopped at a check whose half-width was on target; answers delivered before
+    # that check are scored after it, so the final half-width (over every score) may differ.
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            run = await db.get(AdaptiveRun, uuid.UUID(outcome.session_id))
+    finally:
+        await engine.dispose()
+    assert run is not None and run.halfwidth is not None and run.halfwidth * 100 <= 14
+    assert session.adaptive["halfwidth"] is not None
     items = [line for line in read_lines(tmp_path / "t.jsonl") if line["event"] == "item"]
     assert [line["position"] for line in items] == list(range(n))
