@@ -7,12 +7,21 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bank.health.flags import parse_thresholds
 from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
+from judge.panel import PanelRule
 from server.auth.tokens import KeyConfigurationError, check_secret
 
 ENV_PREFIX = "PROCTOR_"
@@ -222,9 +231,10 @@ class Settings(BaseSettings):
 
     # --- scoring (see server/scoring/) ---
     judges: list[JudgeEndpoint] = Field(default_factory=list)
-    """JSON list of judges (``PROCTOR_JUDGES='[{"name": ..., "base_url": ..., "model": ...}]'``).
-    The default judge is the best calibrated one (``proctor judge agreement --store``), else
-    the first. With none, objective items are still scored and open ones wait for review."""
+    """JSON list of judges (``PROCTOR_JUDGES='[{"name": ..., "base_url": ..., "model": ...}]'``),
+    in order of preference: the default judge is the first that passes the calibration gate
+    and is not drifting (``judge_gate_min_kappa``). With none, objective items are still
+    scored and open ones wait for review."""
     judge_concurrency: int = Field(16, ge=1, le=1024)
     """Judge calls in flight per worker process."""
     judge_max_wait_s: float = Field(30.0, gt=0)
@@ -244,6 +254,35 @@ class Settings(BaseSettings):
     """Similarity to the reference at or above which the cascade's filter scores a match."""
     similarity_mismatch_below: float = Field(0.15, ge=0, le=1)
     """Similarity below which the filter scores a mismatch; in between, the judge decides."""
+
+    # --- judging v2: panels, human review, the calibration gate, drift ---
+    judge_panel: list[str] = Field(default_factory=list)
+    """JSON list of judge names that score every answer as a panel: the answer's verdict is
+    ``judge_panel_rule`` of their scores, and answers they disagree on go to review. Empty:
+    the default judge alone. Only judges that pass the gate and are not drifting sit on it."""
+    judge_panel_by_discipline: dict[str, list[str]] = Field(default_factory=dict)
+    """JSON object discipline -> judge names: the panel of that discipline's answers."""
+    judge_panel_rule: PanelRule = PanelRule.MEDIAN
+    """How a panel's scores of one answer become its verdict: ``median`` or ``mean``."""
+    review_audit_rate: float = Field(0.02, ge=0, le=1)
+    """Share of judged answers (judge or similarity filter) drawn for human review,
+    systematically within each (discipline, judge) stratum."""
+    review_dual_rate: float = Field(0.1, ge=0, le=1)
+    """Share of review tasks that wait for two reviewers (dual annotation)."""
+    review_disagreement_points: int = Field(2, ge=1, le=3)
+    """Panel judges whose scores of an answer differ by this much send it to review."""
+    judge_gate_min_kappa: float = Field(0.6, ge=-1, le=1)
+    """A judge may score by default only if the lower bound of the 95% interval of its
+    quadratic-weighted kappa on the current calibration set is at least this."""
+    judge_gate_set: str | None = None
+    """Name of the calibration set the gate reads (its newest version); default: the newest
+    set. With no calibration set at all the gate is open: the first configured judge
+    scores, and the leaderboard says the judge is uncalibrated."""
+    judge_drift_interval_s: float = Field(3600.0, ge=0)
+    """How often the default judge re-scores the fixed drift subset of the calibration set
+    (0: never)."""
+    judge_drift_items: int = Field(40, ge=5, le=10_000)
+    """Answers in the drift subset (the first ones of the set's fixed shuffled order)."""
 
     # --- leaderboard and contamination (see server/leaderboard) ---
     leaderboard_public_fields: list[LeaderboardField] = Field(
@@ -287,6 +326,21 @@ class Settings(BaseSettings):
     def _known_population(cls, value: str) -> str:
         parse_population(value)  # ValueError names what is wrong
         return value
+
+    @model_validator(mode="after")
+    def _panel_of_configured_judges(self) -> Settings:
+        names = {judge.name for judge in self.judges}
+        panels = {"judge_panel": self.judge_panel} | {
+            f"judge_panel_by_discipline[{discipline}]": panel
+            for discipline, panel in self.judge_panel_by_discipline.items()
+        }
+        for where, panel in panels.items():
+            unknown = [name for name in panel if name not in names]
+            if unknown:
+                raise ValueError(f"{where}: {', '.join(unknown)} is not a configured judge")
+            if len(set(panel)) != len(panel):
+                raise ValueError(f"{where}: a judge is named twice")
+        return self
 
     @field_validator("jwt_secret")
     @classmethod

@@ -69,6 +69,10 @@ class SessionState(StrEnum):
     ANSWERED = "answered"
     """Every item answered; waiting for scores."""
     SCORED = "scored"
+    REVIEWED = "reviewed"
+    """Scored, and every human review the scoring opened has been done (a session that
+    opened none stays ``scored``). Shown as ``scored`` to roles that do not see live
+    scores: what reviewers do is not visible to vendors."""
     EXPIRED = "expired"
     ABORTED = "aborted"
 
@@ -78,7 +82,7 @@ OPEN_STATES: frozenset[SessionState] = frozenset({SessionState.CREATED, SessionS
 CLOSED_STATES: frozenset[SessionState] = frozenset(SessionState) - OPEN_STATES
 """States in which no item is delivered or answered any more."""
 ALL_ANSWERED_STATES: frozenset[SessionState] = frozenset(
-    {SessionState.ANSWERED, SessionState.SCORED}
+    {SessionState.ANSWERED, SessionState.SCORED, SessionState.REVIEWED}
 )
 """States of a session whose every item was answered (it ran to its end)."""
 ENDED_EARLY_STATES: frozenset[SessionState] = frozenset(
@@ -120,6 +124,9 @@ class Role(StrEnum):
     EVALUATOR = "evaluator"
     VENDOR = "vendor"
     AUDITOR = "auditor"
+    REVIEWER = "reviewer"
+    """An outside expert: sees and scores the answers of the human review queue, nothing
+    else."""
 
 
 class AdaptivePolicy(StrEnum):

@@ -15,9 +15,10 @@ from clients.sdk.types import Role
 
 __all__ = ["PLATFORM_ROLES", "ROLE_PERMISSIONS", "Permission", "Principal", "Role"]
 
-PLATFORM_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.AUDITOR})
+PLATFORM_ROLES: frozenset[Role] = frozenset({Role.ADMIN, Role.AUDITOR, Role.REVIEWER})
 """Roles that act on (admin) or read (auditor) every organisation's data
-(``Permission.ANY_ORG``). Only keys of the operator's organisation
+(``Permission.ANY_ORG``), and reviewers, who score answers of every organisation in the
+human review queue. Only keys of the operator's organisation
 (``Organisation.is_operator``) may have one: ``create_api_key`` refuses them elsewhere and
 ``exchange_api_key`` refuses such keys made before that rule."""
 
@@ -55,6 +56,13 @@ class Permission(StrEnum):
     """Read the bank's health figures, item statuses and review history (not answers)."""
     BANK_REVIEW = "bank:review"
     """Review items: keep, retire, or edit and restore a flagged item; see its answer."""
+    REVIEW_ANSWERS = "review:answers"
+    """Work the human review queue: see its answers with their question, reference and the
+    judge's reasoning, and score them (evaluators: their own organisation's sessions)."""
+    JUDGE_READ = "judge:read"
+    """Read the judges' calibrations, gate and drift status, and reviewer agreement."""
+    JUDGE_MANAGE = "judge:manage"
+    """Freeze calibration sets and run judges on them."""
 
 
 _OWN_ORG_WORK = frozenset(
@@ -77,7 +85,9 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
         Permission.SESSIONS_CONTAMINATION,
         Permission.SESSIONS_ADAPTIVE,
         Permission.LEADERBOARD_FULL,
+        Permission.REVIEW_ANSWERS,
     },
+    Role.REVIEWER: frozenset({Permission.SELF_READ, Permission.REVIEW_ANSWERS}),
     Role.AUDITOR: frozenset(
         {
             Permission.SELF_READ,
@@ -90,6 +100,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             Permission.LEADERBOARD_FULL,
             Permission.SCORES_LIVE,
             Permission.BANK_HEALTH_READ,
+            Permission.JUDGE_READ,
         }
     ),
     Role.ADMIN: frozenset(Permission),

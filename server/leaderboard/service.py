@@ -44,7 +44,7 @@ from server.registry.models import RegisteredModel
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
-from server.sessions.states import SessionState
+from server.sessions.states import SCORED_STATE_VALUES
 
 
 @dataclass
@@ -116,7 +116,7 @@ async def _scores_by_model(
         )
         .join(Item, Item.id == Answer.item_id)
         .where(
-            EvalSession.state == SessionState.SCORED.value,
+            EvalSession.state.in_(SCORED_STATE_VALUES),
             EvalSession.mode == mode.value,
             Verdict.judge == judge,
             Verdict.prompt_version == prompt_version,

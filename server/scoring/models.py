@@ -1,6 +1,6 @@
 """Tables of the scoring pipeline: the outbox of answers to score, verdicts (which double as
-the judge-reply cache, by judge, prompt version and input hash) and stored calibration
-results.
+the judge-reply cache, by judge, prompt version and input hash, and hold the human
+reviewers' scores too: rater ``human:<reviewer>``) and stored calibration results.
 
 Exactly-once scoring comes from the database, not from the queue: a job is claimed with
 ``FOR UPDATE SKIP LOCKED`` and a lease (a crashed worker's lease runs out and another
@@ -17,6 +17,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Float,
+    ForeignKey,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -26,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bank.database import Base, utcnow
+from bank.database import Base, JSONType, utcnow
 
 JOB_STATES = frozenset({"queued", "leased", "done"})
 """queued: waiting (maybe until ``not_before``); leased: a worker holds it until
@@ -119,5 +120,20 @@ class JudgeCalibration(Base):
     within_one: Mapped[float] = mapped_column(Float)
     n: Mapped[int] = mapped_column(Integer)
     source_sha256: Mapped[str] = mapped_column(String(64))
-    """SHA-256 of the ratings file the figures were computed from."""
+    """SHA-256 of the ratings file (or of the calibration set) the figures come from."""
+    set_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("calibration_sets.id"), nullable=True, index=True
+    )
+    """The calibration set the judge was run on (None: an imported ratings file)."""
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The model snapshot the judge's endpoint served."""
+    kind: Mapped[str] = mapped_column(String(8), default="full")
+    """A ``server.calibration.models.CalibrationKind``."""
+    kappa_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    kappa_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    weighted_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Lower bound of the 95% interval of ``weighted_kappa``: the gate reads it."""
+    weighted_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    scores: Mapped[list[int | None] | None] = mapped_column(JSONType, nullable=True)
+    """The judge's score of each answer of the set, by index (None: no verdict)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -4,7 +4,7 @@ Points, review counts and an adaptive session's estimate change with each verdic
 while a session runs, they are an answer-key oracle: answer one item, wait until it is
 scored, and the change says whether the answer was right. So they are shown to platform
 roles (``Permission.SCORES_LIVE``: admins and auditors, who hold the key anyway) at any
-time, and to everyone else only once the session is ``scored``, when they are the
+time, and to everyone else only once the session is ``scored`` (or ``reviewed``), when they are the
 session's aggregate result. Counts of answers judged and waiting are always shown: they
 move with the scoring's progress, not with what it found.
 """
@@ -12,9 +12,9 @@ move with the scoring's progress, not with what it found.
 from __future__ import annotations
 
 from server.auth.permissions import Permission, Principal
-from server.sessions.states import SessionState
+from server.sessions.states import SCORED_STATES
 
 
 def shows_verdict_figures(principal: Principal, state: str) -> bool:
     """Whether ``principal`` may see verdict-dependent figures of a session in ``state``."""
-    return principal.can(Permission.SCORES_LIVE) or state == SessionState.SCORED
+    return principal.can(Permission.SCORES_LIVE) or state in SCORED_STATES

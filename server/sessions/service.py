@@ -54,6 +54,7 @@ from server.sessions.modes import (
     replay_mask,
 )
 from server.sessions.states import (
+    ALL_ANSWERED_STATES,
     OPEN_STATE_VALUES,
     ItemState,
     SessionState,
@@ -318,7 +319,7 @@ async def next_item(
     if retry is not None:
         return retry
     record = await _drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
-    if record.state in {SessionState.ANSWERED.value, SessionState.SCORED.value}:
+    if SessionState(record.state) in ALL_ANSWERED_STATES:
         return None
     _require_open(record, now)
     pending = record.n_delivered - record.n_completed

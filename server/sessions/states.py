@@ -7,14 +7,23 @@ changing anything, so a forbidden move is a ``Conflict`` rather than a silent co
 
 from __future__ import annotations
 
-from clients.sdk.types import ENDED_EARLY_STATES, OPEN_STATES, ItemState, SessionState
+from clients.sdk.types import (
+    ALL_ANSWERED_STATES,
+    ENDED_EARLY_STATES,
+    OPEN_STATES,
+    ItemState,
+    SessionState,
+)
 from server.errors import Conflict
 
 __all__ = [
+    "ALL_ANSWERED_STATES",
     "ENDED_EARLY_STATES",
     "ITEM_TRANSITIONS",
     "OPEN_STATES",
     "OPEN_STATE_VALUES",
+    "SCORED_STATES",
+    "SCORED_STATE_VALUES",
     "SESSION_TRANSITIONS",
     "ItemState",
     "SessionState",
@@ -32,7 +41,8 @@ SESSION_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
         {SessionState.ANSWERED, SessionState.EXPIRED, SessionState.ABORTED}
     ),
     SessionState.ANSWERED: frozenset({SessionState.SCORED}),
-    SessionState.SCORED: frozenset(),
+    SessionState.SCORED: frozenset({SessionState.REVIEWED}),
+    SessionState.REVIEWED: frozenset(),
     SessionState.EXPIRED: frozenset(),
     SessionState.ABORTED: frozenset(),
 }
@@ -43,6 +53,11 @@ ITEM_TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     ItemState.COMPLETED: frozenset(),
     ItemState.RELEASED: frozenset(),
 }
+
+SCORED_STATES: frozenset[SessionState] = frozenset({SessionState.SCORED, SessionState.REVIEWED})
+"""Sessions whose every answer has a verdict or waits for a person: their figures are the
+session's aggregate result, and the leaderboard reads them."""
+SCORED_STATE_VALUES = frozenset(s.value for s in SCORED_STATES)
 
 OPEN_STATE_VALUES = frozenset(s.value for s in OPEN_STATES)
 """``OPEN_STATES`` (which count against quotas) as stored in the ``state`` column."""
