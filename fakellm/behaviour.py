@@ -139,12 +139,12 @@ def stated_polarity(answer: str) -> bool | None:
     return word not in _NEGATIVE
 
 
-def grade(judge_input: JudgeInput) -> int:
+def grade(judge_input: JudgeInput, *, strict: bool = False) -> int:
     """3 if the answer agrees with the reference, else 0.
 
     A letter reference is compared with the letter(s) the answer states, a true/false
     reference with the answer's polarity; any other reference agrees when its normalised
-    text is contained in the normalised answer.
+    text is contained in the normalised answer (``strict``: equals it).
     """
     letters = letter_reference(judge_input.reference)
     if letters is not None:
@@ -153,7 +153,10 @@ def grade(judge_input: JudgeInput) -> int:
     if polarity is not None:
         return 3 if stated_polarity(judge_input.answer) is polarity else 0
     reference = normalise(judge_input.reference)
-    return 3 if reference and reference in normalise(judge_input.answer) else 0
+    answer = normalise(judge_input.answer)
+    if strict:
+        return 3 if reference and reference == answer else 0
+    return 3 if reference and reference in answer else 0
 
 
 # --------------------------------------------------------------------------- models
@@ -311,7 +314,7 @@ def judge_reply(profile: ModelProfile, messages: list[Message], seed: int) -> Re
         return _with_thinking(profile, GARBLED, trace)
     if request is None:
         return _with_thinking(profile, NOT_A_JUDGE_REQUEST, trace)
-    rating = grade(request)
+    rating = grade(request, strict=profile.behaviour == "strict")
     canonical = json.dumps(messages, ensure_ascii=False, sort_keys=True)
     if profile.noise > 0 and uniform(seed, profile.name, canonical, "noise") < profile.noise:
         rating = 1 if rating < 2 else 2

@@ -29,7 +29,7 @@ from typing import Any, Literal, get_args
 
 Role = Literal["model", "judge"]
 Think = Literal["none", "inline", "field"]
-Behaviour = Literal["normal", "echo", "garbled-once", "garbled"]
+Behaviour = Literal["normal", "strict", "echo", "garbled-once", "garbled"]
 
 ROLES: tuple[str, ...] = get_args(Role)
 THINKS: tuple[str, ...] = get_args(Think)
@@ -52,7 +52,9 @@ class ModelProfile:
     noise: float = 0.0
     """Judges: probability that a rating is moved by one toward the middle (3→2, 0→1)."""
     behaviour: Behaviour = "normal"
-    """Judges: ``normal``; ``echo`` (repeats the user message, then its verdict);
+    """Judges: ``normal``; ``strict`` (a free-text answer must be the reference, not merely
+    contain it: a judge that disagrees with ``normal`` ones on explained answers);
+    ``echo`` (repeats the user message, then its verdict);
     ``garbled-once`` (prose without a rating, unless the request carries our format
     reminder); ``garbled`` (never a rating)."""
     latency_ms: float | None = None
@@ -88,6 +90,7 @@ BUILTIN_PROFILES: dict[str, ModelProfile] = {
         _model("model-reasoner", 0.7, "field", law=0.4, computer_science=0.9),
         _judge("judge"),
         _judge("judge-noisy", noise=0.2),
+        _judge("judge-strict", behaviour="strict"),
         _judge("judge-echo", behaviour="echo"),
         _judge("judge-garbled-once", behaviour="garbled-once"),
         _judge("judge-garbled", behaviour="garbled"),
