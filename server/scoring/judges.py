@@ -1,11 +1,12 @@
 """The configured judges: clients, the database-backed reply cache, the default judge.
 
-The default judge is the configured judge with the highest stored Cohen's kappa on at
-least ``judge_min_calibration_n`` answers (Zhang et al., "LLMEval-Fair: A Large-Scale
+The default judge is the first configured judge that passes the calibration gate and is
+not drifting (``server.calibration.gate``: the lower bound of its weighted kappa against
+human scores on the current calibration set; Zhang et al., "LLMEval-Fair: A Large-Scale
 Longitudinal Study on Robust and Fair Evaluation of Large Language Models", §3.4: the judge
-is chosen by its agreement with human experts); without calibrations it is the first
-configured judge, and without any judge it is ``NO_JUDGE`` (objective items are scored,
-open ones wait for review).
+is chosen by its agreement with human experts). Without any calibration set the gate is
+open and it is the first configured judge; without any eligible judge it is ``NO_JUDGE``
+(objective items are scored, open ones wait for review).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from clients.llm.chat import ChatClient, ChatEndpoint, Pricing, RetryPolicy
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
+from server.calibration.gate import eligible_judges
 from server.config import JudgeEndpoint, Settings
 from server.database import session_factory
-from server.scoring.models import JudgeCalibration, Verdict
+from server.scoring.models import Verdict
 
 NO_JUDGE = "none"
 """The judge name of verdicts made without any judge configured."""
@@ -112,23 +114,5 @@ class JudgePanel:
 
 async def default_judge(db: AsyncSession, settings: Settings) -> str:
     """The judge new answers are scored with (see the module docstring)."""
-    names = [judge.name for judge in settings.judges]
-    if not names:
-        return NO_JUDGE
-    rows = (
-        await db.execute(
-            select(JudgeCalibration.judge, JudgeCalibration.kappa, JudgeCalibration.weighted_kappa)
-            .where(
-                JudgeCalibration.judge.in_(names),
-                JudgeCalibration.n >= settings.judge_min_calibration_n,
-                JudgeCalibration.kappa.is_not(None),
-            )
-            .order_by(JudgeCalibration.created_at.desc())
-        )
-    ).all()
-    latest: dict[str, tuple[float, float]] = {}
-    for name, kappa, weighted in rows:
-        latest.setdefault(name, (kappa, weighted if weighted is not None else float("-inf")))
-    if not latest:
-        return names[0]
-    return max(latest, key=lambda name: (*latest[name], -names.index(name)))
+    eligible = await eligible_judges(db, settings)
+    return eligible[0] if eligible else NO_JUDGE
