@@ -6,6 +6,10 @@
 * ``GET /v1/models``: the profiles served.
 * ``GET /stats``: counters of chat requests (total, by status, by model, requests in flight
   now and at most); ``POST /stats/reset`` zeroes them.
+* ``PATCH /admin/profiles/{name}``: change fields of a served profile while the server runs
+  (a JSON object of profile fields, as in a profile file), e.g. raise a judge's ``noise``
+  mid-run to make it drift; 404 for an unknown profile, 400 for a bad field. Like
+  ``/stats`` it is for tests and takes no key.
 
 Latency is an ``asyncio.sleep`` (the loop keeps serving other requests meanwhile). Error
 injection answers a seeded-random fraction of chat requests at once, without latency, with
@@ -39,7 +43,7 @@ from fakellm.behaviour import (
     last_user_text,
     model_reply,
 )
-from fakellm.profiles import BUILTIN_PROFILES, ModelProfile
+from fakellm.profiles import BUILTIN_PROFILES, ModelProfile, merge_profiles
 
 CREATED = int(time.time())
 """``created`` of every listed model: when the server module was loaded."""
@@ -239,6 +243,8 @@ class FakeProvider:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.profiles: dict[str, ModelProfile] = dict(config.profiles)
+        """The profiles served now (``PATCH /admin/profiles/{name}`` changes them)."""
         self.stats = Stats()
         self._dice = random.Random(config.seed)
 
@@ -289,7 +295,7 @@ class FakeProvider:
             model, messages = parse(await request.body())
             if self._dice.random() < self.config.error_rate:
                 raise self._injected_error()
-            profile = self.config.profiles.get(model)
+            profile = self.profiles.get(model)
             if profile is None:
                 raise ApiError(
                     404,
@@ -376,7 +382,7 @@ class FakeProvider:
                 "owned_by": "fake-llm",
                 "role": profile.role,
             }
-            for name, profile in sorted(self.config.profiles.items())
+            for name, profile in sorted(self.profiles.items())
         ]
         return _json({"object": "list", "data": data})
 
@@ -389,6 +395,19 @@ class FakeProvider:
         self.stats.reset()
         return _json(self.stats.as_json())
 
+    async def patch_profile(self, request: Request) -> Response:
+        """``PATCH /admin/profiles/{name}``: the changed profile's fields."""
+        name = request.path_params["name"]
+        if name not in self.profiles:
+            return ApiError(404, f"No profile '{name}'.", code="profile_not_found").response()
+        try:
+            changes = json.loads(await request.body())
+            self.profiles = merge_profiles({name: changes}, self.profiles, where="body")
+        except (ValueError, UnicodeDecodeError) as error:
+            return ApiError(400, str(error), code="invalid_profile").response()
+        profile = self.profiles[name]
+        return _json({f: getattr(profile, f) for f in profile.__slots__})
+
 
 def create_app(config: ServerConfig | None = None) -> Starlette:
     """The ASGI app serving ``config`` (default: the built-in profiles, no answer key)."""
@@ -400,6 +419,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
             Route("/v1/models", provider.models, methods=["GET"]),
             Route("/stats", provider.get_stats, methods=["GET"]),
             Route("/stats/reset", provider.reset_stats, methods=["POST"]),
+            Route("/admin/profiles/{name}", provider.patch_profile, methods=["PATCH"]),
         ]
     )
     app.state.provider = provider

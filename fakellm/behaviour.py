@@ -317,11 +317,19 @@ def judge_reply(profile: ModelProfile, messages: list[Message], seed: int) -> Re
     rating = grade(request, strict=profile.behaviour == "strict")
     canonical = json.dumps(messages, ensure_ascii=False, sort_keys=True)
     if profile.noise > 0 and uniform(seed, profile.name, canonical, "noise") < profile.noise:
-        rating = 1 if rating < 2 else 2
+        rating = _disturbed(profile, rating, uniform(seed, profile.name, canonical, "rating"))
     text = verdict_text(rating, request.language)
     if profile.behaviour == "echo":
         text = f"{_judged_user_message(messages)}\n\n{text}"
     return _with_thinking(profile, text, trace)
+
+
+def _disturbed(profile: ModelProfile, rating: int, draw: float) -> int:
+    """A disturbed rating: one step toward the middle, or uniform over 0-3 (``draw`` in
+    [0, 1) picks it)."""
+    if profile.noise_mode == "uniform":
+        return min(3, int(draw * 4))
+    return 1 if rating < 2 else 2
 
 
 def _judged_user_message(messages: Sequence[Message]) -> str:

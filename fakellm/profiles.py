@@ -30,10 +30,12 @@ from typing import Any, Literal, get_args
 Role = Literal["model", "judge"]
 Think = Literal["none", "inline", "field"]
 Behaviour = Literal["normal", "strict", "echo", "garbled-once", "garbled"]
+NoiseMode = Literal["middle", "uniform"]
 
 ROLES: tuple[str, ...] = get_args(Role)
 THINKS: tuple[str, ...] = get_args(Think)
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
+NOISE_MODES: tuple[str, ...] = get_args(NoiseMode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,12 @@ class ModelProfile:
     """``inline``: a ``<think>...</think>`` trace before the answer in ``content``;
     ``field``: the trace in ``message.reasoning_content``; ``none``: no trace."""
     noise: float = 0.0
-    """Judges: probability that a rating is moved by one toward the middle (3→2, 0→1)."""
+    """Judges: probability that a rating is disturbed (how: ``noise_mode``)."""
+    noise_mode: NoiseMode = "middle"
+    """Judges: ``middle`` moves a disturbed rating by one toward the middle (3→2, 0→1);
+    ``uniform`` replaces it with a rating drawn uniformly from 0-3 (which may be the same).
+    Only ``uniform`` noise can push a quadratic-weighted kappa far down: off-by-one
+    errors cost little under quadratic weights."""
     behaviour: Behaviour = "normal"
     """Judges: ``normal``; ``strict`` (a free-text answer must be the reference, not merely
     contain it: a judge that disagrees with ``normal`` ones on explained answers);
@@ -187,7 +194,12 @@ def _apply(
                 for discipline, p in value.items()
             }
         else:
-            allowed = {"role": ROLES, "think": THINKS, "behaviour": BEHAVIOURS}[key]
+            allowed = {
+                "role": ROLES,
+                "think": THINKS,
+                "behaviour": BEHAVIOURS,
+                "noise_mode": NOISE_MODES,
+            }[key]
             if value not in allowed:
                 raise ProfileError(f"{at}: {value!r} is not one of {', '.join(allowed)}")
             changes[key] = value
