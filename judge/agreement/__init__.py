@@ -21,6 +21,10 @@ One concept per module:
 
 * :mod:`~judge.agreement.scores`: the rubric's scores and the NaN-to-JSON convention;
 * :mod:`~judge.agreement.kappa`: kappa, exact and within-one agreement of two raters;
+* :mod:`~judge.agreement.intervals`: kappa with cluster-bootstrap intervals, per group,
+  and its change between calibration rounds;
+* :mod:`~judge.agreement.inter_judge`: item-level agreement of several judges on the same
+  answers (pairwise Pearson r and exact agreement) and the answers they disagree on;
 * :mod:`~judge.agreement.ranking`: rank correlation of two raters' per-model means;
 * :mod:`~judge.agreement.ratings`: :class:`Rating` and the validated table of ratings;
 * :mod:`~judge.agreement.report`: :func:`agreement_report` (with family bias) and
@@ -32,6 +36,25 @@ One concept per module:
 from __future__ import annotations
 
 from bank.formats.input_problems import MAX_REPORTED_ERRORS, InputProblem
+from judge.agreement.inter_judge import (
+    Disagreement,
+    InterJudgeAgreement,
+    JudgePairAgreement,
+    disagreements,
+    inter_judge_agreement,
+)
+from judge.agreement.intervals import (
+    CalibrationRound,
+    KappaChange,
+    KappaChanges,
+    KappaInterval,
+    KappaIntervals,
+    ScorePair,
+    grouped_kappa_intervals,
+    kappa_change,
+    kappa_interval,
+    kappa_intervals,
+)
 from judge.agreement.kappa import (
     KappaWeights,
     RaterAgreement,
@@ -59,17 +82,32 @@ __all__ = [
     "SCORE_LABELS",
     "AgreementInputError",
     "AgreementReport",
+    "CalibrationRound",
+    "Disagreement",
     "FamilyBias",
     "InputProblem",
+    "InterJudgeAgreement",
+    "JudgePairAgreement",
+    "KappaChange",
+    "KappaChanges",
+    "KappaInterval",
+    "KappaIntervals",
     "KappaWeights",
     "RankingAgreement",
     "RaterAgreement",
     "Rating",
+    "ScorePair",
     "Scores",
     "agreement_report",
     "cohen_kappa",
     "default_judge",
+    "disagreements",
     "exact_agreement",
+    "grouped_kappa_intervals",
+    "inter_judge_agreement",
+    "kappa_change",
+    "kappa_interval",
+    "kappa_intervals",
     "ranking_agreement",
     "rater_agreement",
     "read_ratings_csv",
