@@ -18,6 +18,10 @@ intervals and the tie groups, so a row's interval, its group and its rank range 
 * Latency: median and 95th percentile of the end-to-end time per item (delivery of the
   item to acceptance of its answer, as the server saw it). Cost: tokens per item as the
   client reported them, times the model's prices when it has them.
+* Judged by a panel (``judge_panels``): the judges' variance enters as an independent
+  second stage of the bootstrap that resamples the panel's judges
+  (:mod:`~judge.ranking.judge_variance`; Davison & Hinkley, "Bootstrap Methods and their
+  Application", §3.8), before the intervals, relative scores and tie groups are computed.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from judge.panel import PanelRule
 from judge.ranking.diagnostics import Diagnostics, diagnose
+from judge.ranking.judge_variance import with_judge_variance
 from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
 from judge.ranking.stability import (
     BootstrapReplicates,
@@ -153,6 +160,8 @@ def build_leaderboard(
     confidence_level: float = 0.95,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
+    judge_panels: Mapping[str, npt.ArrayLike] | None = None,
+    panel_rule: PanelRule = PanelRule.MEDIAN,
 ) -> Leaderboard:
     """Rank ``records`` (LLMEval-Fair (Zhang et al.) eq. 1-2, app. F; tie groups).
 
@@ -170,6 +179,19 @@ def build_leaderboard(
         Bootstrap replicates.
     seed : int or None
         Seed of the bootstrap; the default makes the leaderboard reproducible.
+    judge_panels : mapping of str to array_like, shape (n_answers, k), optional
+        Model key -> its answers' 0-3 scores by the k judges of the panel (NaN where a
+        judge did not score; the same judges for every model). Each model's session
+        replicates get the offsets of :func:`~judge.ranking.judge_variance.judge_offsets`
+        added (one judge draw per replicate, shared by every model), so the intervals,
+        rank ranges, beat probabilities and tie groups include the judges' variance: a
+        two-stage bootstrap whose second, independent stage resamples judges (Davison &
+        Hinkley, "Bootstrap Methods and their Application", §3.8). Models without a panel
+        get offset 0; the point estimates are unchanged. The judge stage draws from its own
+        stream spawned from ``seed``, so the session replicates are the same with and
+        without panels.
+    panel_rule : PanelRule, default median
+        How a drawn panel's scores of an answer become its verdict.
 
     Returns
     -------
@@ -179,7 +201,8 @@ def build_leaderboard(
     Raises
     ------
     ValueError
-        Duplicate keys, or item scores outside ``0..3`` (from the statistics).
+        Duplicate keys, item scores outside ``0..3`` (from the statistics), or invalid
+        panels (see ``judge_offsets``).
     """
     ranked = [r for r in records if any(len(s) for s in r.sessions)]
     keys = [r.key for r in ranked]
@@ -190,6 +213,9 @@ def build_leaderboard(
         return Leaderboard((), None, False, None, (), threshold, confidence_level, disciplines)
     runs = {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked}
     boot = hierarchical_bootstrap(runs, n_resamples=n_resamples, rng=seed)
+    if judge_panels:
+        judge_stream = None if seed is None else np.random.SeedSequence(seed).spawn(1)[0]
+        boot = with_judge_variance(boot, judge_panels, rule=panel_rule, rng=judge_stream)
     absolute = model_summary(boot, confidence_level=confidence_level)
     chosen, designated, note, relative = _relative(boot, anchor, absolute, confidence_level)
     ranking = tie_groups(boot, threshold=threshold, confidence_level=confidence_level)
