@@ -34,6 +34,7 @@ from server.health.job import health_forever
 from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
+from server.review.endpoints import router as review_router
 from server.scoring.endpoints import router as scoring_router
 from server.scoring.judges import default_judge
 from server.scoring.wakeup import ArqWaker, EventWaker
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         bank_items_router,
         item_sets_router,
         health_router,
+        review_router,
     ):
         app.include_router(router)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.

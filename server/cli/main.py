@@ -14,6 +14,7 @@ from server.cli import (
     fake_llm,
     judge,
     leaderboard,
+    review,
     run,
     serve,
     simulate,
@@ -29,7 +30,20 @@ app: typer.Typer = group(
     "proctor bank --help",
 )
 
-for module in (serve, db, admin, bank, judge, leaderboard, analyze, simulate, run, fake_llm, demo):
+for module in (
+    serve,
+    db,
+    admin,
+    bank,
+    judge,
+    leaderboard,
+    review,
+    analyze,
+    simulate,
+    run,
+    fake_llm,
+    demo,
+):
     module.register(app)
 
 

@@ -17,6 +17,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Item
+from server.config import Settings, get_settings
+from server.review.service import open_review_tasks
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import SessionState, require_session_transition
@@ -225,9 +227,15 @@ async def defer(
 
 
 async def finish_sessions(
-    db: AsyncSession, *, session_ids: set[uuid.UUID], now: datetime
+    db: AsyncSession,
+    *,
+    session_ids: set[uuid.UUID],
+    now: datetime,
+    settings: Settings | None = None,
 ) -> list[uuid.UUID]:
-    """Move answered sessions whose every job is done to ``scored``; returns those moved."""
+    """Move answered sessions whose every job is done to ``scored`` and open their human
+    review tasks (``server.review.service.open_review_tasks``, with ``settings``, default
+    the process's); returns those moved."""
     require_session_transition(SessionState.ANSWERED.value, SessionState.SCORED)
     if not session_ids:
         return []
@@ -243,7 +251,9 @@ async def finish_sessions(
         .returning(EvalSession.id)
         .execution_options(synchronize_session=False)
     )
-    return list(result.scalars())
+    moved = list(result.scalars())
+    await open_review_tasks(db, session_ids=moved, settings=settings or get_settings(), now=now)
+    return moved
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,7 @@ class ScoringWorker:
         await asyncio.gather(*(self._consume(stats, touched) for _ in range(self.consumers)))
         async with self.sessions() as db, db.begin():
             stats.sessions_scored = await service.finish_sessions(
-                db, session_ids=touched, now=_now()
+                db, session_ids=touched, now=_now(), settings=self.settings
             )
         return stats
 

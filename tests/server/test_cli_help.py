@@ -15,6 +15,7 @@ GROUPS = (
     "bank",
     "judge",
     "leaderboard",
+    "review",
     "analyze",
     "simulate",
     "run",
@@ -28,6 +29,7 @@ COMMANDS_OF_GROUP = {
     "bank": {"import", "stats", "anchor-set", "sample"},
     "judge": {"run", "worker", "agreement"},
     "fake-llm": {"serve"},
+    "review": {"list", "show", "score", "skip", "agreement"},
 }
 """The sub-commands each group has at least."""
 ROOT_SUMMARY = "Proctor: a live, dynamic evaluation server for LLMs."

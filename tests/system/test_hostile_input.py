@@ -70,8 +70,9 @@ from hypothesis import strategies as st
 
 from server.app import create_app
 from server.config import Settings
-from server.database import create_engine
+from server.database import create_engine, unit_of_work
 from server.health.service import refresh_health
+from server.review.models import ReviewTask
 from tests.support.api import World, seed_world, test_settings
 from tests.support.database import make_database_url
 
@@ -97,6 +98,8 @@ MARKER = "__hostile_9f2c41__"
 ANSWERS = "/v1/sessions/{session_id}/answers"
 DRIVE_ITEMS = 40
 PROBLEM_JSON = "application/problem+json"
+PATH_TYPES = ("string", "integer")
+"""Path parameters that are fuzzed (ids: UUIDs, and the review queue's integer task ids)."""
 SEEDED_PER_CELL = 30  # 3 disciplines x 2 types x 2 subdisciplines x 30 = 360 items
 
 
@@ -316,7 +319,7 @@ def routes_of(spec: dict[str, Any]) -> list[Route]:
                     path_params=tuple(
                         p["name"]
                         for p in params
-                        if p["in"] == "path" and _resolve(p["schema"]).get("type") == "string"
+                        if p["in"] == "path" and _resolve(p["schema"]).get("type") in PATH_TYPES
                     ),
                     query_params=tuple(
                         (p["name"], p["schema"]) for p in params if p["in"] == "query"
@@ -377,6 +380,12 @@ BODIES: dict[tuple[str, str], BodyFactory] = {
         "name": f"probe-{uuid.uuid4().hex[:12]}",
         "item_ids": [env.active_item()],
         "rule": {"subset": "cas", "retention": 0.25},
+    },
+    # the path's task is ``Env.review_task`` (scored by the first valid request; later
+    # valid scores are 409, which the fuzz allows)
+    ("POST", "/v1/review/tasks/{task_id}/score"): lambda env, role: {
+        "score": 2,
+        "note": "probe",
     },
 }
 
@@ -526,6 +535,9 @@ class Env:
     pending_items: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     """The last pending item seen per role, until a request may have answered it."""
     abort_session: str = ""
+    db_url: str = ""
+    task_id: int | None = None
+    """The open review task of the review routes (``review_task``)."""
     roles: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sent: int = 0
     helpers: int = 0
@@ -581,6 +593,20 @@ class Env:
         assert response.status_code == 200 and response.json(), response.text
         return str(response.json()[0]["id"])
 
+    def review_task(self) -> int:
+        """A review task of an answer of the admin's session (written once, as scoring
+        would open it)."""
+        if self.task_id is None:
+            session, position, item_id = self.pending("admin")
+            answer = {"position": position, "item_id": item_id, "answer": "B"}
+            posted = self.helper(
+                "POST", f"/v1/sessions/{session}/answers", answer, self.headers["admin"]
+            )
+            self.pending_items.pop("admin", None)
+            assert posted.status_code == 201, posted.text
+            self.task_id = self.app.portal.call(_open_task, self.db_url, session, position)
+        return self.task_id
+
     # requests -------------------------------------------------------------------------
 
     def base(self, route: Route, role: str) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -595,6 +621,8 @@ class Env:
                 values[name] = self.drive[role]
             elif name == "item_id":
                 values[name] = self.active_item()
+            elif name == "task_id":
+                values[name] = str(self.review_task())
             else:
                 raise AssertionError(f"no valid value for path parameter {name} of {route.id}")
         body = None
@@ -752,6 +780,25 @@ class Env:
         return "\n".join(lines)
 
 
+async def _open_task(db_url: str, session: str, position: int) -> int:
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            task = ReviewTask(
+                session_id=uuid.UUID(session),
+                position=position,
+                reason="needs_review",
+                discipline="probe",
+                required=1,
+                state="open",
+            )
+            db.add(task)
+            await db.flush()
+            return task.id
+    finally:
+        await engine.dispose()
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -800,7 +847,7 @@ def env(backend: str, hostile_db: tuple[str, World, str | None]) -> Iterator[Env
     db_url, world, redis_url = hostile_db
     settings = _settings(db_url, redis_url)
     app = LiveApp(settings)
-    state = Env(backend, world, app, max_depth=settings.max_json_depth)
+    state = Env(backend, world, app, max_depth=settings.max_json_depth, db_url=db_url)
     try:
         for role in FUZZ_ROLES:
             state.headers[role] = state.login(role)

@@ -17,7 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from server.database import unit_of_work
 from server.health.service import refresh_health
+from server.review.models import ReviewTask
 from tests.support.api import ROLES, World, login, open_session
 
 PUBLIC = "public"
@@ -25,6 +27,8 @@ ALL = frozenset(ROLES)
 WRITERS = frozenset({"admin", "evaluator", "vendor"})
 ADMIN = frozenset({"admin"})
 OVERSIGHT = frozenset({"admin", "auditor"})
+ANSWER_REVIEWERS = frozenset({"admin", "evaluator"})
+"""Roles of ``ROLES`` that work the human review queue (reviewers too, who are not in it)."""
 
 DOC_ROUTES = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
@@ -63,6 +67,13 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # bank health: snapshots are read by admins and auditors; nothing computes on a request
     ("GET", "/v1/admin/bank/health"): OVERSIGHT,
     ("GET", "/v1/admin/bank/health/history"): OVERSIGHT,
+    # human review: admins and evaluators (their own organisation's) work the queue; the
+    # agreement report is for oversight; vendors reach nothing of it
+    ("GET", "/v1/review/tasks"): ANSWER_REVIEWERS,
+    ("GET", "/v1/review/tasks/{task_id}"): ANSWER_REVIEWERS,
+    ("POST", "/v1/review/tasks/{task_id}/score"): ANSWER_REVIEWERS,
+    ("POST", "/v1/review/tasks/{task_id}/skip"): ANSWER_REVIEWERS,
+    ("GET", "/v1/review/agreement"): OVERSIGHT,
 }
 
 
@@ -246,6 +257,38 @@ async def _save_item_set(m: Matrix, role: str | None) -> Call:
     return Call("/v1/admin/bank/item-sets", {"name": name, "item_ids": [await _active_item(m)]})
 
 
+async def _review_task(m: Matrix) -> int:
+    """A new open review task of an answer of organisation A, written as scoring opens one
+    (a fresh task each time: a score closes it)."""
+    sid = await m.fresh_session()
+    evaluator = m.headers["evaluator"]
+    got = await m.client.get(f"/v1/sessions/{sid}/next", headers=evaluator)
+    assert got.status_code == 200, got.text
+    body = {"position": 0, "item_id": got.json()["item_id"], "answer": "A"}
+    posted = await m.client.post(f"/v1/sessions/{sid}/answers", json=body, headers=evaluator)
+    assert posted.status_code == 201, posted.text
+    assert m.app is not None
+    async with unit_of_work(m.app.state.runtime.engine) as db:
+        task = ReviewTask(
+            session_id=uuid.UUID(sid),
+            position=0,
+            reason="needs_review",
+            discipline="matrix",
+            required=1,
+            state="open",
+        )
+        db.add(task)
+        await db.flush()
+        return task.id
+
+
+def _review_task_call(suffix: str = "", json: Any = None) -> Prepare:
+    async def prepare(m: Matrix, role: str | None) -> Call:
+        return Call(f"/v1/review/tasks/{await _review_task(m)}{suffix}", json)
+
+    return prepare
+
+
 PREPARE: dict[tuple[str, str], Prepare] = {
     **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
     ("POST", "/v1/auth/token"): _token,
@@ -278,6 +321,13 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/admin/bank/item-sets"): static("/v1/admin/bank/item-sets"),
     ("GET", "/v1/admin/bank/health"): _health("/v1/admin/bank/health"),
     ("GET", "/v1/admin/bank/health/history"): _health("/v1/admin/bank/health/history"),
+    ("GET", "/v1/review/tasks"): static("/v1/review/tasks"),
+    ("GET", "/v1/review/tasks/{task_id}"): _review_task_call(),
+    ("POST", "/v1/review/tasks/{task_id}/score"): _review_task_call(
+        "/score", {"score": 2, "note": "matrix"}
+    ),
+    ("POST", "/v1/review/tasks/{task_id}/skip"): _review_task_call("/skip"),
+    ("GET", "/v1/review/agreement"): static("/v1/review/agreement"),
 }
 
 
