@@ -25,10 +25,11 @@ Kappa depends on the answers only through the 4 x 4 confusion table of (referenc
 scores, and a cluster only through its own table, so a replicate is the sum of the tables
 of ``G`` clusters drawn with replacement. Drawing ``G`` clusters uniformly is drawing a
 ``Multinomial(G, m_u / G)`` count of each *distinct* cluster table ``u`` (``m_u`` clusters
-share it): one multinomial draw per replicate over the distinct tables (at most 16 without
-clusters: one per score pair) gives every replicate's confusion table exactly, and the
-kappa of all replicates is a few array operations. Thousands of answers and 2,000
-replicates take milliseconds.
+share it). With few distinct tables (at most 16 without clusters: one per score pair)
+that is one multinomial draw per replicate; with many, ``G`` cluster indices per replicate
+counted by ``bincount``. Either gives every replicate's confusion table exactly, and the
+kappa of all replicates is a few array operations: thousands of answers and 2,000
+replicates take tens of milliseconds.
 
 The interval
 ------------
@@ -47,8 +48,10 @@ Why not the percentile or BCa interval: near the agreement a good judge reaches 
 0.85-0.95) the standard error shrinks as kappa grows, so kappa's sampling distribution has
 a long left tail that the bootstrap distribution around a lucky high estimate misses. On
 simulated raters (population kappa 0.87 plain, 0.93 weighted, 200 answers) the percentile
-interval covered the truth in 90% of samples and BCa in 92% for the weighted kappa;
-studentizing with the linearized standard error restores 95% (the tests measure it). When
+interval covered the truth in 90% of 1,000 samples and BCa in 92% for the weighted
+kappa; the studentized interval covered it in 94.5% (96% plain), and 96-97% with the
+answers in 50 correlated families and the cluster bootstrap. The tests measure coverage
+on another population (kappa 0.71 plain, 0.81 weighted). When
 too many replicates have a zero standard error (replicates of perfect agreement, on data
 with only a few disagreements) the studentized quantile is infinite; the interval is then
 the percentile interval of the replicates.
