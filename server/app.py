@@ -27,6 +27,8 @@ from server.audit.endpoints import router as audit_router
 from server.audit.middleware import AuditMiddleware
 from server.auth.endpoints import router as auth_router
 from server.bank_items.endpoints import router as bank_items_router
+from server.calibration.drift import drift_forever
+from server.calibration.endpoints import router as calibration_router
 from server.config import Settings, get_settings
 from server.database import unit_of_work, warn_if_privileged
 from server.health.endpoints import router as health_router
@@ -101,10 +103,11 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
     runtime.waker = EventWaker(event)
     task = asyncio.create_task(worker.run_forever(event), name="scoring-worker")
     health = asyncio.create_task(health_forever(runtime.engine, settings), name="health-job")
+    drift = asyncio.create_task(drift_forever(runtime.engine, settings), name="judge-drift")
     try:
         yield
     finally:
-        for background in (task, health):
+        for background in (task, health, drift):
             background.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await background
@@ -151,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         bank_items_router,
         item_sets_router,
         health_router,
+        calibration_router,
         review_router,
     ):
         app.include_router(router)

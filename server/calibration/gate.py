@@ -128,7 +128,7 @@ def gate_decision(
     drift: tuple[uuid.UUID, datetime] | None,
     min_kappa: float,
     min_n: int,
-    prompt_version: str = PROMPT_VERSION,
+    prompt_version: str,
 ) -> JudgeGate:
     """The gate's decision for one judge (pure; see the module docstring).
 
@@ -305,6 +305,7 @@ async def gate_report(db: AsyncSession, settings: Settings) -> GateReport:
                 drift=drifts.get(endpoint.name),
                 min_kappa=settings.judge_gate_min_kappa,
                 min_n=settings.judge_min_calibration_n,
+                prompt_version=PROMPT_VERSION,
             )
         )
     return GateReport(

@@ -27,7 +27,8 @@ from judge.agreement import (
     render_tables,
 )
 from judge.prompts import PROMPT_VERSION
-from server.cli.groups import group, group_registrar
+from server.cli.groups import example, group, group_registrar
+from server.cli.judge_calibration import calibrate_command, calibration_set_app, gate_command
 from server.cli.options import JsonFlag, JudgeName
 from server.cli.output import fail, stderr, stdout
 from server.cli.unit_of_work import run_in_unit_of_work
@@ -46,6 +47,12 @@ app = group(
     "proctor judge run --session SESSION_ID",
 )
 register = group_registrar(app)
+app.add_typer(calibration_set_app)
+app.command(
+    "calibrate",
+    epilog=example("proctor judge calibrate --judge gpt-4o-2024-11-20 --set gaokao-2026 --json"),
+)(calibrate_command)
+app.command("gate", epilog=example("proctor judge gate", "proctor judge gate --json"))(gate_command)
 
 
 @app.command("run")

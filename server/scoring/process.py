@@ -18,6 +18,7 @@ from arq import cron, func
 from arq.connections import RedisSettings
 from arq.worker import Worker
 
+from server.calibration.drift import drift_forever
 from server.config import Settings
 from server.database import create_engine
 from server.health.job import health_forever
@@ -76,6 +77,7 @@ async def run_worker_process(settings: Settings) -> None:
     tasks = [
         asyncio.create_task(worker.run_forever(wake), name="scoring-loop"),
         asyncio.create_task(health_forever(engine, settings), name="health-job"),
+        asyncio.create_task(drift_forever(engine, settings), name="judge-drift"),
     ]
     if settings.redis_url:
         tasks.append(asyncio.create_task(_supervise_arq(settings.redis_url, wake), name="arq"))

@@ -73,6 +73,7 @@ from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.health.service import refresh_health
 from server.review.models import ReviewTask
+from tests.server.calibration.support import seed_reviewed_answer
 from tests.support.api import World, seed_world, test_settings
 from tests.support.database import make_database_url
 
@@ -387,6 +388,8 @@ BODIES: dict[tuple[str, str], BodyFactory] = {
         "score": 2,
         "note": "probe",
     },
+    # the review queue has a human-scored answer (``seed_reviewed_answer``)
+    ("POST", "/v1/admin/calibration-sets"): lambda env, role: {"name": "probe-set"},
 }
 
 
@@ -585,6 +588,12 @@ class Env:
             self.drive[role] = self.open_session(DRIVE_ITEMS)
         raise AssertionError("no pending item to answer")
 
+    def calibration_set(self) -> str:
+        """A calibration set's id (``seed_reviewed_answer`` froze one)."""
+        response = self.helper("GET", "/v1/admin/calibration-sets", None, self.headers["admin"])
+        assert response.status_code == 200 and response.json(), response.text
+        return str(response.json()[0]["id"])
+
     def active_item(self) -> str:
         """An active item of the bank (the newest by id; a retired one gives way)."""
         response = self.helper(
@@ -623,6 +632,8 @@ class Env:
                 values[name] = self.active_item()
             elif name == "task_id":
                 values[name] = str(self.review_task())
+            elif name == "set_id":
+                values[name] = self.calibration_set()
             else:
                 raise AssertionError(f"no valid value for path parameter {name} of {route.id}")
         body = None
@@ -821,6 +832,7 @@ async def hostile_db(
         await refresh_health(engine, population="all", min_new_verdicts=0, flag=False)
     finally:
         await engine.dispose()
+    await seed_reviewed_answer(db_url, world)  # for the calibration-set routes
     redis_url = request.getfixturevalue("redis_server").url if backend == "postgres" else None
     return db_url, world, redis_url
 

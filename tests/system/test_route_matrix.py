@@ -74,6 +74,11 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/review/tasks/{task_id}/score"): ANSWER_REVIEWERS,
     ("POST", "/v1/review/tasks/{task_id}/skip"): ANSWER_REVIEWERS,
     ("GET", "/v1/review/agreement"): OVERSIGHT,
+    # judges and calibration sets: oversight reads the gate and the sets, admins freeze sets
+    ("GET", "/v1/admin/judges"): OVERSIGHT,
+    ("GET", "/v1/admin/calibration-sets"): OVERSIGHT,
+    ("POST", "/v1/admin/calibration-sets"): ADMIN,
+    ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): OVERSIGHT,
 }
 
 
@@ -328,6 +333,15 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ),
     ("POST", "/v1/review/tasks/{task_id}/skip"): _review_task_call("/skip"),
     ("GET", "/v1/review/agreement"): static("/v1/review/agreement"),
+    ("GET", "/v1/admin/judges"): static("/v1/admin/judges"),
+    ("GET", "/v1/admin/calibration-sets"): static("/v1/admin/calibration-sets"),
+    # 201, or 422 for an admin while nobody has reviewed an answer yet
+    ("POST", "/v1/admin/calibration-sets"): static(
+        "/v1/admin/calibration-sets", {"name": "matrix"}
+    ),
+    ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): static(
+        f"/v1/admin/calibration-sets/{uuid.uuid4()}/runs"
+    ),
 }
 
 
