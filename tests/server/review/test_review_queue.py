@@ -487,3 +487,35 @@ async def check_hostile(client: httpx.AsyncClient, db_url: str, world: World) ->
     assert ok.status_code == 201, ok.text
     [verdict] = await human_verdicts(db_url, sid)
     assert (verdict.score, verdict.detail) == (2, "<script>é\U0001f600")
+
+
+async def test_a_panel_s_disagreement_opens_a_task(open_world_db: WorldDb, llm: FakeLlm) -> None:
+    """Two judges on every answer: one wants the reference itself (``judge-strict``), one
+    accepts an answer that contains and explains it; such answers differ by 3 points and
+    go to review as ``disagreement``."""
+    db_url, world = open_world_db
+    judges = [
+        {"name": "lenient", "base_url": llm.base_url, "model": "judge"},
+        {"name": "strict", "base_url": llm.base_url, "model": "judge-strict"},
+    ]
+    settings = judged_settings(
+        db_url, llm, judges=judges, judge_panel=["lenient", "strict"], review_audit_rate=0.0
+    )
+    async with running_api(settings) as (_, client):
+        assert world.a.model_id is not None
+        evaluator = await login(client, world.a.keys["evaluator"])
+        sid = str((await open_session(client, evaluator, world.a.model_id, n_items=3))["id"])
+        vendor = await login(client, world.a.keys["vendor"], sid)
+        await answer_items(
+            client, db_url, sid, vendor, lambda item, _: f"{item.answer}, as it follows directly."
+        )
+
+        async def scored() -> bool:
+            return await session_state(db_url, sid) == "scored"
+
+        await wait_until(scored, within_s=60, what="the session scored")
+        reviewer = await login(client, await reviewer_key(db_url, world.a.id))
+        tasks = (await client.get(TASKS, headers=reviewer)).json()["tasks"]
+        assert [t["reason"] for t in tasks] == ["disagreement"] * 3
+        shown = (await client.get(f"{TASKS}/{tasks[0]['task_id']}", headers=reviewer)).json()
+        assert {j["judge"]: j["score"] for j in shown["judges"]} == {"lenient": 3, "strict": 0}
