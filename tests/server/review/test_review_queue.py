@@ -519,3 +519,49 @@ async def test_a_panel_s_disagreement_opens_a_task(open_world_db: WorldDb, llm: 
         assert [t["reason"] for t in tasks] == ["disagreement"] * 3
         shown = (await client.get(f"{TASKS}/{tasks[0]['task_id']}", headers=reviewer)).json()
         assert {j["judge"]: j["score"] for j in shown["judges"]} == {"lenient": 3, "strict": 0}
+
+
+REVIEWER_ROUTES = frozenset(
+    {
+        ("GET", "/v1/whoami"),
+        ("POST", "/v1/auth/refresh"),
+        ("GET", "/v1/review/tasks"),
+        ("GET", "/v1/review/tasks/{task_id}"),
+        ("POST", "/v1/review/tasks/{task_id}/score"),
+        ("POST", "/v1/review/tasks/{task_id}/skip"),
+    }
+)
+"""What an outside reviewer's key may call besides the public routes: nothing else."""
+
+
+async def test_a_reviewer_reaches_the_review_queue_and_nothing_else(
+    api: tuple[httpx.AsyncClient, World, Any], world_db: WorldDb
+) -> None:
+    """The reviewer's column of the route matrix (``tests/system/test_route_matrix.py``,
+    whose roles are those of ``seed_world``)."""
+    from tests.system import test_route_matrix as matrix
+
+    client, world, app = api
+    db_url, _ = world_db
+    key = await reviewer_key(db_url, world.a.id)
+    headers = {role: await login(client, world.a.keys[role]) for role in ("admin", "evaluator")}
+    headers["reviewer"] = await login(client, key)
+    assert world.a.model_id is not None
+    shared = str((await open_session(client, headers["evaluator"], world.a.model_id, 3))["id"])
+    state = matrix.Matrix(client, world, headers, shared, [], app)
+    wrong = []
+    for method, path in sorted(matrix.INTENDED):
+        allowed = matrix.INTENDED[(method, path)]
+        if allowed == matrix.PUBLIC:
+            continue
+        call = await matrix.PREPARE[(method, path)](state, None)
+        if path == "/v1/auth/refresh":  # a refresh uses its token up: a fresh one
+            sent = await login(client, key)
+        else:
+            sent = headers["reviewer"]
+        response = await client.request(method, call.url, json=call.json, headers=sent)
+        may = (method, path) in REVIEWER_ROUTES
+        if may != (200 <= response.status_code < 300) or (not may and response.status_code != 403):
+            wrong.append(f"{method} {path}: {response.status_code} {response.text[:120]}")
+        await state.close_opened()
+    assert wrong == []
