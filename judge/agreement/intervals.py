@@ -223,8 +223,8 @@ class CalibrationRound:
     """One calibration round: reference and rater scores of the same answers.
 
     ``answer_ids`` (distinct, aligned with the scores) lets :func:`kappa_change` pair two
-    rounds that scored the same answers; ``clusters`` (an item-family id per answer)
-    resamples whole families.
+    rounds that scored the same answers; ``clusters`` (an item-family id per answer, None
+    for an answer of no family) resamples whole families.
     """
 
     reference: Scores
@@ -264,14 +264,18 @@ def _score_codes(reference: Scores, rater: Scores) -> IntArray:
 
 
 def _cluster_ids(clusters: Sequence[Hashable] | None, n: int) -> tuple[IntArray, int]:
-    """Cluster index per answer (0..G-1, in order of first appearance) and ``G``."""
+    """Cluster index per answer (0..G-1, in order of first appearance) and ``G``; an
+    answer whose cluster id is None is a cluster of its own."""
     if clusters is None:
         return np.arange(n, dtype=np.int64), n
     labels = list(clusters)
     if len(labels) != n:
         raise ValueError(f"{len(labels)} cluster ids for {n} answers")
     index: dict[Hashable, int] = {}
-    ids = [index.setdefault(label, len(index)) for label in labels]
+    ids = [
+        index.setdefault(("own", i) if label is None else ("id", label), len(index))
+        for i, label in enumerate(labels)
+    ]
     return np.asarray(ids, dtype=np.int64), len(index)
 
 
@@ -532,9 +536,10 @@ def kappa_interval(
     reference, rater : sequence of int
         Scores 0-3 of the same answers, aligned by position (the reference, usually human
         experts, first; kappa is symmetric in the two).
-    clusters : sequence of hashable, optional
+    clusters : sequence of hashable or None, optional
         An item-family id per answer: the bootstrap resamples whole families with
-        replacement. None: every answer is its own cluster.
+        replacement. None (the whole argument, or one answer's id): every answer (that
+        answer) is its own cluster.
     weights : {None, "quadratic", "linear"}
         Plain kappa (LLMEval-Fair §3.4, app. F.2) or the quadratic-weighted one (app. L,
         table 13).
@@ -628,17 +633,12 @@ def grouped_kappa_intervals(
         out[key] = kappa_intervals(
             [records[i].reference for i in members],
             [records[i].rater for i in members],
-            clusters=[_cluster_of(records[i], i) for i in members],
+            clusters=[records[i].cluster for i in members],
             n_resamples=n_resamples,
             confidence_level=confidence_level,
             rng=stream,
         )
     return out
-
-
-def _cluster_of(record: ScorePair, position: int) -> Hashable:
-    """The record's cluster; a record without one is a cluster of its own."""
-    return ("answer", position) if record.cluster is None else ("cluster", record.cluster)
 
 
 def _spawn(rng: SeedLike, n: int) -> list[np.random.Generator]:

@@ -342,6 +342,14 @@ def test_grouped_intervals_are_the_groups_kappa() -> None:
     assert grouped_kappa_intervals(records, lambda r: keyed[id(r)], n_resamples=300) == by_key
 
 
+def test_answers_without_a_cluster_id_are_their_own_cluster() -> None:
+    reference, rater = noisy_rater(np.random.default_rng(12), 90, 0.6)
+    alone = kappa_intervals(reference, rater, rng=3)
+    assert kappa_intervals(reference, rater, clusters=[None] * 90, rng=3) == alone
+    mixed = kappa_intervals(reference, rater, clusters=[None] * 60 + ["f"] * 30, n_resamples=50)
+    assert mixed.plain.n_clusters == 61
+
+
 def test_grouped_records_without_cluster_are_their_own() -> None:
     records = [ScorePair(s % 4, (s * 7) % 4) for s in range(40)]
     result = grouped_kappa_intervals(records, ["all"] * 40, n_resamples=100)
