@@ -294,6 +294,30 @@ def _review_task_call(suffix: str = "", json: Any = None) -> Prepare:
     return prepare
 
 
+async def _reviewed(m: Matrix) -> None:
+    """A human score in the review queue: an admin scores a fresh review task."""
+    task = await _review_task(m)
+    scored = await m.client.post(
+        f"/v1/review/tasks/{task}/score", json={"score": 2}, headers=m.headers["admin"]
+    )
+    assert scored.status_code == 201, scored.text
+
+
+async def _freeze_set(m: Matrix, role: str | None) -> Call:
+    # a calibration set is frozen from the review queue's human scores: give it one
+    await _reviewed(m)
+    return Call("/v1/admin/calibration-sets", {"name": "matrix"})
+
+
+async def _set_runs(m: Matrix, role: str | None) -> Call:
+    await _reviewed(m)
+    made = await m.client.post(
+        "/v1/admin/calibration-sets", json={"name": "matrix"}, headers=m.headers["admin"]
+    )
+    assert made.status_code == 201, made.text
+    return Call(f"/v1/admin/calibration-sets/{made.json()['id']}/runs")
+
+
 PREPARE: dict[tuple[str, str], Prepare] = {
     **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
     ("POST", "/v1/auth/token"): _token,
@@ -335,13 +359,8 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/review/agreement"): static("/v1/review/agreement"),
     ("GET", "/v1/admin/judges"): static("/v1/admin/judges"),
     ("GET", "/v1/admin/calibration-sets"): static("/v1/admin/calibration-sets"),
-    # 201, or 422 for an admin while nobody has reviewed an answer yet
-    ("POST", "/v1/admin/calibration-sets"): static(
-        "/v1/admin/calibration-sets", {"name": "matrix"}
-    ),
-    ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): static(
-        f"/v1/admin/calibration-sets/{uuid.uuid4()}/runs"
-    ),
+    ("POST", "/v1/admin/calibration-sets"): _freeze_set,
+    ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): _set_runs,
 }
 
 
