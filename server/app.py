@@ -37,8 +37,8 @@ from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.registry.endpoints import router as registry_router
 from server.review.endpoints import router as review_router
+from server.scoring.assignment import assign_judges
 from server.scoring.endpoints import router as scoring_router
-from server.scoring.judges import default_judge
 from server.scoring.wakeup import ArqWaker, EventWaker
 from server.scoring.worker import ScoringWorker
 from server.sessions.endpoints import router as sessions_router
@@ -67,13 +67,13 @@ async def check_durability(engine: AsyncEngine) -> None:
 
 async def sweep_forever(runtime: Runtime) -> None:
     """Every ``sweep_interval_s`` seconds: expire sessions past their deadline and refresh
-    the default judge (a new calibration may have changed it)."""
+    the judges of new answers (a calibration or a drift may have changed them)."""
     while True:
         await asyncio.sleep(runtime.settings.sweep_interval_s)
         try:
             async with unit_of_work(runtime.engine) as db:
                 n = await expire_overdue(db, now=datetime.now(UTC))
-                runtime.default_judge = await default_judge(db, runtime.settings)
+                runtime.judging = await assign_judges(db, runtime.settings)
             if n:
                 log.info("expired %d sessions past their deadline", n)
         except Exception:
@@ -86,7 +86,7 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
     or arq jobs for ``proctor judge worker`` processes (with Redis)."""
     settings = runtime.settings
     async with unit_of_work(runtime.engine) as db:
-        runtime.default_judge = await default_judge(db, settings)
+        runtime.judging = await assign_judges(db, settings)
     if not settings.runs_scoring_in_process:
         if settings.redis_url:
             pool = ArqRedis.from_url(settings.redis_url)

@@ -23,6 +23,7 @@ from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from judge.panel import PanelRule
 from server.auth.tokens import KeyConfigurationError, check_secret
+from server.review.models import HUMAN_PREFIX
 
 ENV_PREFIX = "PROCTOR_"
 
@@ -58,7 +59,8 @@ class JudgeEndpoint(BaseModel):
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:@/-]+$")
     """Stable identity stored with every verdict: include the model snapshot, e.g.
-    ``gpt-4o-2024-11-20``; a new snapshot is a new judge."""
+    ``gpt-4o-2024-11-20``; a new snapshot is a new judge. Not ``human:...``: that names the
+    human reviewers."""
     base_url: str
     """E.g. ``https://api.openai.com/v1``."""
     model: str
@@ -88,6 +90,7 @@ LeaderboardField = Literal[
     "latency",
     "cost",
     "contamination",
+    "under_review",
     "baselines",
     "diagnostics",
 ]
@@ -95,7 +98,15 @@ LeaderboardField = Literal[
 ``baselines`` and ``diagnostics`` open the options of the same names."""
 LEADERBOARD_FIELDS: tuple[str, ...] = get_args(LeaderboardField)
 STAFF_ONLY_FIELDS: frozenset[LeaderboardField] = frozenset(
-    {"organisation", "latency", "cost", "contamination", "baselines", "diagnostics"}
+    {
+        "organisation",
+        "latency",
+        "cost",
+        "contamination",
+        "under_review",
+        "baselines",
+        "diagnostics",
+    }
 )
 """Fields vendors do not see unless the operator lists them in
 ``PROCTOR_LEADERBOARD_PUBLIC_FIELDS``."""
@@ -330,6 +341,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _panel_of_configured_judges(self) -> Settings:
         names = {judge.name for judge in self.judges}
+        people = sorted(name for name in names if name.startswith(HUMAN_PREFIX))
+        if people:
+            raise ValueError(f"judges: {people[0]}: {HUMAN_PREFIX!r} names the human reviewers")
         panels = {"judge_panel": self.judge_panel} | {
             f"judge_panel_by_discipline[{discipline}]": panel
             for discipline, panel in self.judge_panel_by_discipline.items()

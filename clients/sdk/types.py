@@ -43,6 +43,7 @@ __all__ = [
     "Identity",
     "Item",
     "ItemState",
+    "JudgeCalibration",
     "Latency",
     "Leaderboard",
     "LeaderboardRow",
@@ -429,6 +430,8 @@ class ScoringProgress:
     points: int | None = None
     """Sum of the 0-3 scores; None until the session is scored (except for admins and
     auditors)."""
+    judges: list[str] = dataclasses.field(default_factory=list)
+    """Every judge whose verdicts count (several: a panel)."""
 
     @property
     def complete(self) -> bool:
@@ -573,6 +576,8 @@ class LeaderboardRow(_Body):
     latency: Latency | None = None
     cost: Cost | None = None
     contamination: Contamination | None = None
+    under_review: int | None = None
+    """Scored sessions whose open human reviews could still change the score (staff)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -642,11 +647,28 @@ class Diagnostics(_Body):
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeCalibration(_Body):
+    """The default judge's agreement with human scores on the calibration set: Cohen's
+    kappa and quadratic-weighted kappa with their 95% intervals."""
+
+    calibration_set: str
+    set_version: int
+    n: int
+    weighted_kappa: float | None
+    weighted_ci_low: float | None
+    weighted_ci_high: float | None
+    kappa: float | None
+    kappa_ci_low: float | None
+    kappa_ci_high: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Leaderboard(_Body):
     """The ranking, one row per model, best first (``leaderboard()``).
 
     ``groups`` lists the tie groups by model name (by model id when the reader may not see
-    names); ``baselines`` and ``diagnostics`` are None unless asked for."""
+    names); ``baselines`` and ``diagnostics`` are None unless asked for; ``judges`` are the
+    judges whose verdicts count (several: a panel combined by ``panel_rule``)."""
 
     judge: str
     prompt_version: str
@@ -655,6 +677,10 @@ class Leaderboard(_Body):
     tie_threshold: float
     groups: list[list[str]]
     models: list[LeaderboardRow]
+    judges: list[str] = dataclasses.field(default_factory=list)
+    panel_rule: str | None = None
+    judge_calibration: JudgeCalibration | None = None
+    """None: the default judge has no calibration on a calibration set."""
     baselines: Baselines | None = None
     diagnostics: Diagnostics | None = None
 
@@ -662,6 +688,9 @@ class Leaderboard(_Body):
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
         fields["anchor"] = Anchor.from_json(fields["anchor"])
+        fields["judge_calibration"] = _optional(
+            JudgeCalibration, fields.get("judge_calibration")
+        )
         fields["groups"] = [
             _array(group, "Leaderboard.groups[]")
             for group in _array(fields["groups"], "Leaderboard.groups")

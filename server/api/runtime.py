@@ -27,7 +27,7 @@ from server.auth.tokens import (
 from server.config import Settings
 from server.database import create_engine, session_factory
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
-from server.scoring.judges import NO_JUDGE
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.wakeup import NoWaker, Waker
 from server.sessions.limits import SessionLimits
 
@@ -48,10 +48,14 @@ class Runtime:
     refusals: RefusalFolder
     """Folds repeated unauthenticated refusals into one audit row per window."""
     redis: Redis | None
-    default_judge: str = NO_JUDGE
-    """The judge new answers are queued for (refreshed by the sweeper)."""
+    judging: JudgeAssignment = field(default_factory=JudgeAssignment)
+    """The judges new answers are queued for (refreshed by the sweeper)."""
     waker: Waker = field(default_factory=NoWaker)
     """Wakes the scoring workers after answers (set up in the lifespan)."""
+
+    @property
+    def default_judge(self) -> str:
+        return self.judging.default
 
     async def close(self) -> None:
         for row in self.refusals.flush():

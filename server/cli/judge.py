@@ -35,7 +35,7 @@ from server.cli.unit_of_work import run_in_unit_of_work
 from server.config import Settings, get_settings
 from server.database import create_engine, unit_of_work, upgrade
 from server.scoring import service
-from server.scoring.judges import default_judge
+from server.scoring.assignment import JudgeAssignment, assign_judges
 from server.scoring.models import JudgeCalibration
 from server.scoring.process import run_worker_process
 from server.scoring.worker import ScoringWorker
@@ -86,30 +86,36 @@ async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, aga
             if await db.get(EvalSession, session_id) is None:
                 stderr.print(f"[red]error:[/red] no session {session_id}")
                 return 1
-            name = judge or await default_judge(db, settings)
-            queued = await service.enqueue_session(
-                db,
-                session_id=session_id,
-                judge=name,
-                prompt_version=PROMPT_VERSION,
-                review_again=again,
-                now=_now(),
+            judges = (
+                JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
             )
-        stderr.print(f"judge {name}, prompt {PROMPT_VERSION}: {queued} answers queued")
+            queued = 0
+            for name in judges.judges_for(None):
+                queued += await service.enqueue_session(
+                    db,
+                    session_id=session_id,
+                    judge=name,
+                    prompt_version=PROMPT_VERSION,
+                    review_again=again,
+                    now=_now(),
+                )
+        names = ", ".join(judges.judges_for(None))
+        stderr.print(f"judges {names}, prompt {PROMPT_VERSION}: {queued} jobs queued")
         worker = ScoringWorker(engine=engine, settings=settings)
         try:
-            await _drain_with_progress(engine, worker, session_id, name)
+            await _drain_with_progress(engine, worker, session_id, judges)
         finally:
             await worker.aclose()
         async with unit_of_work(engine) as db:
             done = await service.progress(
-                db, session_id=session_id, judge=name, prompt_version=PROMPT_VERSION
+                db, session_id=session_id, judges=judges, prompt_version=PROMPT_VERSION
             )
         stdout.print(
             json.dumps(
                 {
                     "session": str(session_id),
-                    "judge": name,
+                    "judge": judges.default,
+                    "judges": list(judges.judges_for(None)),
                     "prompt_version": PROMPT_VERSION,
                     "answers": done.answers,
                     "scored": done.scored,
@@ -125,7 +131,7 @@ async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, aga
 
 
 async def _drain_with_progress(
-    engine: AsyncEngine, worker: ScoringWorker, session_id: uuid.UUID, judge: str
+    engine: AsyncEngine, worker: ScoringWorker, session_id: uuid.UUID, judges: JudgeAssignment
 ) -> None:
     columns = (
         TextColumn("scoring"),
@@ -140,7 +146,7 @@ async def _drain_with_progress(
         while True:
             async with unit_of_work(engine) as db:
                 now = await service.progress(
-                    db, session_id=session_id, judge=judge, prompt_version=PROMPT_VERSION
+                    db, session_id=session_id, judges=judges, prompt_version=PROMPT_VERSION
                 )
             bar.update(
                 task,

@@ -32,7 +32,7 @@ from server.leaderboard.schemas import (
     leaderboard_json,
 )
 from server.leaderboard.service import LeaderboardData
-from server.scoring.judges import default_judge
+from server.scoring.assignment import JudgeAssignment, assign_judges
 
 
 def leaderboard_command(
@@ -89,7 +89,9 @@ def leaderboard_command(
     async def work(db: AsyncSession) -> LeaderboardData:
         return await service.leaderboard(
             db,
-            judge=judge or await default_judge(db, settings),
+            judges=(
+                JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
+            ),
             prompt_version=PROMPT_VERSION,
             n_resamples=settings.leaderboard_resamples,
             threshold=settings.leaderboard_tie_threshold,
@@ -164,13 +166,33 @@ def _interval(summary: dict[str, Any] | None) -> str:
     return f"[{_cell(summary['ci_low'])}, {_cell(summary['ci_high'])}]"
 
 
+def judging_header(view: dict[str, Any]) -> str:
+    """Who scored, and how well the default judge agrees with people: e.g. ``judge j1,
+    prompt fig11-v1, weighted kappa 0.91 [0.86, 0.95] on demo v1 (n=120)``."""
+    judges = view.get("judges") or [view["judge"]]
+    who = (
+        f"judge {view['judge']}"
+        if len(judges) < 2
+        else f"panel {', '.join(judges)} ({view['panel_rule']})"
+    )
+    text = f"{who}, prompt {view['prompt_version']}"
+    figures = view.get("judge_calibration")
+    if figures is None:
+        return f"{text}, uncalibrated"
+    return (
+        f"{text}, weighted kappa {_cell(figures['weighted_kappa'])} "
+        f"[{_cell(figures['weighted_ci_low'])}, {_cell(figures['weighted_ci_high'])}] "
+        f"on {figures['calibration_set']} v{figures['set_version']} (n={figures['n']})"
+    )
+
+
 def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
     """The per-model view as a table, its anchor note, diagnostics, baselines and the
     groups the data cannot order."""
     anchor = view["anchor"]
     how = "designated" if anchor["designated"] else "top model"
     table = Table(
-        title=f"Leaderboard (judge {view['judge']}, prompt {view['prompt_version']}; "
+        title=f"Leaderboard ({judging_header(view)}; "
         f"R relative to {anchor['name'] or '-'}, {how})"
     )
     for column in ("#", "group", "ranks", "model", "R", "R 95% CI", "S", "S 95% CI", "sessions"):

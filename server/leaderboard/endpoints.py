@@ -24,6 +24,7 @@ from server.leaderboard.schemas import (
     disciplines_out,
     leaderboard_out,
 )
+from server.scoring.assignment import JudgeAssignment
 
 router = APIRouter(tags=["leaderboard"])
 
@@ -42,7 +43,8 @@ async def read_leaderboard(
         Query(description="`models`: one row per model; `disciplines`: models per discipline."),
     ] = "models",
     judge: Annotated[
-        str | None, Query(max_length=100, description="Judge (default: the default judge).")
+        str | None,
+        Query(max_length=100, description="One judge's view (default: the configured judges)."),
     ] = None,
     baselines: Annotated[
         bool, Query(description="Add Elo and Bradley-Terry ratings from per-item comparisons.")
@@ -61,7 +63,7 @@ async def read_leaderboard(
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     data = await service.leaderboard(
         db,
-        judge=judge or runtime.default_judge,
+        judges=JudgeAssignment.single(judge) if judge else runtime.judging,
         prompt_version=PROMPT_VERSION,
         n_resamples=settings.leaderboard_resamples,
         threshold=settings.leaderboard_tie_threshold,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from judge.contamination.generalisation_gap import ModelGap
 from judge.contamination.replay import ReplayRate
+from judge.panel import PanelRule
 from judge.ranking.leaderboard import LeaderboardRow
 from judge.ranking.stability import ModelSummary
 from server.api.bodies import RequestBody
@@ -110,6 +111,7 @@ def row_fields(row: LeaderboardRow, data: LeaderboardData) -> dict[str, Any]:
             "replay": _replay(data.contamination.replay.get(row.key)),
             "generalisation_gap": _gap(gaps.get(row.key)),
         },
+        "under_review": row.extra.get("sessions_under_review", 0),
     }
 
 
@@ -132,8 +134,7 @@ def leaderboard_json(
             }
         )
     return {
-        "judge": data.judge,
-        "prompt_version": data.prompt_version,
+        **_judging(data),
         "anchor": {
             "model_id": board.anchor,
             "name": names.get(board.anchor) if board.anchor else None,
@@ -146,6 +147,32 @@ def leaderboard_json(
         "models": rows,
         **({"baselines": _baselines(data)} if data.baselines is not None else {}),
         **({"diagnostics": diagnostics_json(data)} if data.diagnostics else {}),
+    }
+
+
+def _judging(data: LeaderboardData) -> dict[str, Any]:
+    """Who scored: the default judge, the panel and its rule, and the default judge's
+    agreement with people on the current calibration set (kappa with its interval)."""
+    judges = data.judges
+    figures = data.calibration
+    return {
+        "judge": judges.default,
+        "judges": list(judges.every_judge),
+        "panel_rule": judges.rule.value,
+        "prompt_version": data.prompt_version,
+        "judge_calibration": None
+        if figures is None
+        else {
+            "calibration_set": figures.set_name,
+            "set_version": figures.set_version,
+            "n": figures.n,
+            "weighted_kappa": _num(figures.weighted_kappa),
+            "weighted_ci_low": _num(figures.weighted_low),
+            "weighted_ci_high": _num(figures.weighted_high),
+            "kappa": _num(figures.kappa),
+            "kappa_ci_low": _num(figures.kappa_low),
+            "kappa_ci_high": _num(figures.kappa_high),
+        },
     }
 
 
@@ -219,8 +246,7 @@ def disciplines_json(data: LeaderboardData) -> dict[str, Any]:
             }
         )
     return {
-        "judge": data.judge,
-        "prompt_version": data.prompt_version,
+        **_judging(data),
         "scale": 10,
         "disciplines": out,
     }
@@ -401,6 +427,9 @@ class RowOut(_Out):
     latency: LatencyOut | None = None
     cost: CostOut | None = None
     contamination: ContaminationOut | None = None
+    under_review: int | None = None
+    """Scored sessions of the model with open human reviews: they could still change its
+    score (staff only)."""
 
 
 class AnchorInfoOut(_Out):
@@ -434,11 +463,33 @@ class DiagnosticsOut(_Out):
     unavailable: dict[str, str] = {}
 
 
+class JudgeCalibrationOut(_Out):
+    """The default judge's agreement with human scores on the calibration set: Cohen's
+    kappa and its quadratic-weighted form with 95% bootstrap intervals (clustered by item
+    family)."""
+
+    calibration_set: str
+    set_version: int
+    n: int
+    weighted_kappa: float | None
+    weighted_ci_low: float | None
+    weighted_ci_high: float | None
+    kappa: float | None
+    kappa_ci_low: float | None
+    kappa_ci_high: float | None
+
+
 class LeaderboardOut(_Out):
     """The per-model view."""
 
     judge: str
+    """The default judge."""
+    judges: list[str]
+    """Every judge whose verdicts count (several: a panel)."""
+    panel_rule: PanelRule
     prompt_version: str
+    judge_calibration: JudgeCalibrationOut | None
+    """None: the judge has no calibration on a calibration set."""
     anchor: AnchorInfoOut
     confidence_level: float
     tie_threshold: float
@@ -465,6 +516,9 @@ class DisciplinesOut(_Out):
     """The per-discipline view."""
 
     judge: str
+    judges: list[str]
+    panel_rule: PanelRule
+    judge_calibration: JudgeCalibrationOut | None
     prompt_version: str
     scale: int
     disciplines: list[DisciplineBoardOut]

@@ -2,9 +2,9 @@
 
 The statistics are pure (``judge.ranking``, ``judge.contamination``); this module only
 gathers their input from the database: for every model, the 0-3 scores of its scored
-sessions by discipline (the verdicts of one judge and prompt version), the end-to-end time
-of every answer and the tokens clients reported. Fixed sessions feed the ranking; replay
-and anchor-set sessions feed only the contamination report.
+sessions by discipline (the score each answer counts with: ``server.scoring.effective``),
+the end-to-end time of every answer and the tokens clients reported. Fixed sessions feed
+the ranking; replay and anchor-set sessions feed only the contamination report.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, select
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import and_, distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Item
@@ -37,14 +40,18 @@ from judge.ranking.pairwise import (
     elo,
 )
 from judge.ranking.scores import MAX_SCORE
+from server.calibration.models import CalibrationKind, CalibrationSet
 from server.errors import NotFound
 from server.leaderboard.models import RankingAnchor
 from server.orgs.models import Organisation
 from server.registry.models import RegisteredModel
-from server.scoring.models import Verdict
+from server.review.models import ReviewTask, ReviewTaskState
+from server.scoring.assignment import JudgeAssignment
+from server.scoring.effective import AnswerRatings, counting_verdicts
+from server.scoring.models import JudgeCalibration, Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
-from server.sessions.states import SCORED_STATE_VALUES
+from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 
 @dataclass
@@ -55,6 +62,8 @@ class _Collected:
     items: dict[uuid.UUID, list[int]] = field(default_factory=lambda: defaultdict(list))
     """Item id -> its scores (per-item comparisons between models, for Elo and BT)."""
     disciplines: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    panel: list[list[float]] = field(default_factory=list)
+    """Per counted answer, one score per judge (``AnswerRatings.judge_columns``)."""
     latencies_s: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -83,26 +92,45 @@ class Baselines:
 
 
 @dataclass(frozen=True, slots=True)
+class CalibrationFigures:
+    """The newest full calibration of the default judge (``JudgeCalibration``)."""
+
+    set_name: str
+    set_version: int
+    n: int
+    kappa: float | None
+    kappa_low: float | None
+    kappa_high: float | None
+    weighted_kappa: float | None
+    weighted_low: float | None
+    weighted_high: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class LeaderboardData:
     board: Leaderboard
     contamination: Contamination
-    judge: str
+    judges: JudgeAssignment
     prompt_version: str
     baselines: Baselines | None = None
     diagnostics: BoardDiagnostics | None = None
+    calibration: CalibrationFigures | None = None
 
 
 async def _scores_by_model(
-    db: AsyncSession, *, mode: SessionMode, judge: str, prompt_version: str
+    db: AsyncSession, *, mode: SessionMode, judges: JudgeAssignment, prompt_version: str
 ) -> dict[uuid.UUID, _Collected]:
-    """Scored sessions of ``mode``: readable verdicts only (answers still needing review
-    are left out of the scores, never counted as 0)."""
+    """Scored sessions of ``mode``, each answer with the score it counts with
+    (``server.scoring.effective``: reviewers first, then the panel); answers still waiting
+    for review are left out of the scores, never counted as 0."""
     rows = await db.execute(
         select(
             EvalSession.model_id,
             EvalSession.id,
-            Verdict.score,
+            Verdict.position,
             Item.discipline,
+            Verdict.judge,
+            Verdict.score,
             Answer.item_id,
             Answer.delivered_at,
             Answer.submitted_at,
@@ -118,32 +146,30 @@ async def _scores_by_model(
         .where(
             EvalSession.state.in_(SCORED_STATE_VALUES),
             EvalSession.mode == mode.value,
-            Verdict.judge == judge,
-            Verdict.prompt_version == prompt_version,
-            Verdict.score.is_not(None),
+            counting_verdicts(judges, prompt_version),
         )
         .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
     )
+    answers: dict[tuple[uuid.UUID, int], tuple[AnswerRatings, Any]] = {}
+    for row in rows:
+        key = (row.id, row.position)
+        if key not in answers:
+            answers[key] = (AnswerRatings(row.discipline), row)
+        answers[key][0].add(row.judge, row.score)
     out: dict[uuid.UUID, _Collected] = defaultdict(_Collected)
-    for (
-        model_id,
-        session_id,
-        score,
-        discipline,
-        item_id,
-        delivered,
-        submitted,
-        p_tok,
-        c_tok,
-    ) in rows:
-        entry = out[model_id]
-        entry.sessions.setdefault(session_id, []).append(score)
-        entry.items[item_id].append(score)
-        entry.disciplines[discipline].append(score)
-        entry.latencies_s.append(max(0.0, (submitted - delivered).total_seconds()))
-        if p_tok is not None and c_tok is not None:
-            entry.prompt_tokens += p_tok
-            entry.completion_tokens += c_tok
+    for ratings, row in answers.values():
+        score = ratings.score(judges)
+        if score is None:
+            continue
+        entry = out[row.model_id]
+        entry.sessions.setdefault(row.id, []).append(score)
+        entry.items[row.item_id].append(score)
+        entry.disciplines[row.discipline].append(score)
+        entry.panel.append(ratings.judge_columns(judges))
+        entry.latencies_s.append(max(0.0, (row.submitted_at - row.delivered_at).total_seconds()))
+        if row.prompt_tokens is not None and row.completion_tokens is not None:
+            entry.prompt_tokens += row.prompt_tokens
+            entry.completion_tokens += row.completion_tokens
             entry.n_with_usage += 1
     return out
 
@@ -176,7 +202,7 @@ def _display_names(models: dict[uuid.UUID, tuple[RegisteredModel, str]]) -> dict
 async def leaderboard(
     db: AsyncSession,
     *,
-    judge: str,
+    judges: JudgeAssignment,
     prompt_version: str,
     n_resamples: int,
     threshold: float,
@@ -184,30 +210,38 @@ async def leaderboard(
     baselines: bool = False,
     diagnostics: bool = False,
 ) -> LeaderboardData:
-    """The leaderboard from the verdicts of ``judge`` and ``prompt_version``, with the
-    current anchor designation, the contamination report and, on request, Elo and
-    Bradley-Terry ratings (``baselines``) and the ReLE diagnostics of the discipline scores
-    (``diagnostics``, over ReLE's weighting schemes when the disciplines are the
-    LLMEval-Fair ten)."""
-    fixed = await _scores_by_model(
-        db, mode=SessionMode.FIXED, judge=judge, prompt_version=prompt_version
-    )
-    replay = await _scores_by_model(
-        db, mode=SessionMode.REPLAY, judge=judge, prompt_version=prompt_version
-    )
-    anchor_set = await _scores_by_model(
-        db, mode=SessionMode.ANCHOR, judge=judge, prompt_version=prompt_version
-    )
+    """The leaderboard from the verdicts of the ``judges`` (a panel, or one judge) under
+    ``prompt_version`` and the reviewers' scores, with the current anchor designation, the
+    contamination report and, on request, Elo and Bradley-Terry ratings (``baselines``)
+    and the ReLE diagnostics of the discipline scores (``diagnostics``, over ReLE's
+    weighting schemes when the disciplines are the LLMEval-Fair ten).
+
+    Where a panel of several judges scored, the intervals, rank ranges and tie groups
+    include the judge's variance: the bootstrap resamples the judges too
+    (``judge.ranking.judge_variance``)."""
+    collected = {
+        mode: await _scores_by_model(
+            db, mode=mode, judges=judges, prompt_version=prompt_version
+        )
+        for mode in (SessionMode.FIXED, SessionMode.REPLAY, SessionMode.ANCHOR)
+    }
+    fixed, replay, anchor_set = (collected[m] for m in collected)
     models = await _models(db, set(fixed) | set(replay) | set(anchor_set))
     names = _display_names(models)
     current = await current_anchor(db)
     anchor_key = str(current.model_id) if current is not None and current.model_id else None
+    under_review = await _sessions_under_review(db)
     records = [
-        _record(model_id, models[model_id], names[model_id], data)
+        _record(model_id, models[model_id], names[model_id], data, under_review.get(model_id, 0))
         for model_id, data in fixed.items()
     ]
     board = build_leaderboard(
-        records, anchor=anchor_key, threshold=threshold, n_resamples=n_resamples
+        records,
+        anchor=anchor_key,
+        threshold=threshold,
+        n_resamples=n_resamples,
+        judge_panels=_judge_panels(fixed, judges),
+        panel_rule=judges.rule,
     )
     contamination = Contamination(
         replay={str(m): replay_rate(_near_exact(data)) for m, data in replay.items()},
@@ -215,7 +249,74 @@ async def leaderboard(
     )
     extra = _baselines(fixed) if baselines else None
     found = board_diagnostics(board) if diagnostics else None
-    return LeaderboardData(board, contamination, judge, prompt_version, extra, found)
+    figures = await judge_calibration(db, judge=judges.default, prompt_version=prompt_version)
+    return LeaderboardData(board, contamination, judges, prompt_version, extra, found, figures)
+
+
+async def judge_calibration(
+    db: AsyncSession, *, judge: str, prompt_version: str
+) -> CalibrationFigures | None:
+    """The newest full run of ``judge`` under ``prompt_version`` on a calibration set."""
+    row = (
+        await db.execute(
+            select(JudgeCalibration, CalibrationSet.name, CalibrationSet.version)
+            .join(CalibrationSet, CalibrationSet.id == JudgeCalibration.set_id)
+            .where(
+                JudgeCalibration.judge == judge,
+                JudgeCalibration.prompt_version == prompt_version,
+                JudgeCalibration.kind == CalibrationKind.FULL.value,
+            )
+            .order_by(JudgeCalibration.created_at.desc())
+            .limit(1)
+        )
+    ).first()
+    if row is None:
+        return None
+    run, name, version = row.tuple()
+    return CalibrationFigures(
+        set_name=name,
+        set_version=version,
+        n=run.n,
+        kappa=run.kappa,
+        kappa_low=run.kappa_low,
+        kappa_high=run.kappa_high,
+        weighted_kappa=run.weighted_kappa,
+        weighted_low=run.weighted_low,
+        weighted_high=run.weighted_high,
+    )
+
+
+def _judge_panels(
+    fixed: dict[uuid.UUID, _Collected], judges: JudgeAssignment
+) -> dict[str, npt.NDArray[np.float64]] | None:
+    """Per model its answers' scores by every judge, when some answer had several judges:
+    the bootstrap then resamples judges too. None: one judge scored everything."""
+    if len(judges.every_judge) < 2:
+        return None
+    panels = {
+        str(model_id): np.asarray(data.panel, dtype=np.float64).reshape(
+            len(data.panel), len(judges.every_judge)
+        )
+        for model_id, data in fixed.items()
+    }
+    several = any((np.isfinite(p).sum(axis=1) > 1).any() for p in panels.values())
+    return panels if several else None
+
+
+async def _sessions_under_review(db: AsyncSession) -> dict[uuid.UUID, int]:
+    """Per model, its fixed ``scored`` sessions with open reviews: their score may still
+    change when a reviewer scores an answer."""
+    rows = await db.execute(
+        select(EvalSession.model_id, func.count(distinct(EvalSession.id)))
+        .join(ReviewTask, ReviewTask.session_id == EvalSession.id)
+        .where(
+            ReviewTask.state == ReviewTaskState.OPEN.value,
+            EvalSession.state == SessionState.SCORED.value,
+            EvalSession.mode == SessionMode.FIXED.value,
+        )
+        .group_by(EvalSession.model_id)
+    )
+    return {model_id: count for model_id, count in rows.tuples()}
 
 
 def _baselines(fixed: dict[uuid.UUID, _Collected]) -> Baselines:
@@ -236,7 +337,11 @@ def _baselines(fixed: dict[uuid.UUID, _Collected]) -> Baselines:
 
 
 def _record(
-    model_id: uuid.UUID, info: tuple[RegisteredModel, str], name: str, data: _Collected
+    model_id: uuid.UUID,
+    info: tuple[RegisteredModel, str],
+    name: str,
+    data: _Collected,
+    under_review: int,
 ) -> ModelRecord:
     model, org = info
     return ModelRecord(
@@ -256,6 +361,7 @@ def _record(
             "api_snapshot": model.api_snapshot,
             "family": model.family,
             "organisation": org,
+            "sessions_under_review": under_review,
         },
     )
 

@@ -15,10 +15,10 @@ from fastapi import APIRouter, Query
 from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import DbSession, RuntimeDep, SessionId, SessionsReader
 from server.scoring import service
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.schemas import ScoringOut
-from server.scoring.visibility import shows_verdict_figures
+from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions.service import get_session
-from server.sessions.states import SessionState
 
 router = APIRouter(tags=["scoring"])
 
@@ -30,20 +30,22 @@ async def read_scoring(
     runtime: RuntimeDep,
     principal: SessionsReader,
     judge: Annotated[
-        str | None, Query(max_length=100, description="Judge (default: the default judge).")
+        str | None,
+        Query(max_length=100, description="One judge's view (default: the configured judges)."),
     ] = None,
 ) -> ScoringOut:
-    """Scoring progress of one session for one judge and the current prompt version."""
+    """Scoring progress of one session for its judges and the current prompt version."""
     record = await get_session(db, principal=principal, session_id=session_id)
-    name = judge or runtime.default_judge
+    judges = JudgeAssignment.single(judge) if judge else runtime.judging
     now = await service.progress(
-        db, session_id=record.id, judge=name, prompt_version=PROMPT_VERSION
+        db, session_id=record.id, judges=judges, prompt_version=PROMPT_VERSION
     )
     shown = shows_verdict_figures(principal, record.state)
     return ScoringOut(
         session_id=record.id,
-        state=SessionState(record.state),
-        judge=name,
+        state=visible_state(principal, record.state),
+        judge=judges.default,
+        judges=list(judges.every_judge),
         prompt_version=PROMPT_VERSION,
         answers=now.answers,
         judged=now.scored + now.needs_review,

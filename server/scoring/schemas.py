@@ -13,6 +13,9 @@ class ScoringOut(BaseModel):
     session_id: uuid.UUID
     state: SessionState
     judge: str
+    """The default judge (or the one asked for)."""
+    judges: list[str]
+    """Every judge whose verdicts count (several: a panel)."""
     prompt_version: str
     answers: int
     judged: int

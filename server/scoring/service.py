@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.models import Item
 from server.config import Settings, get_settings
 from server.review.service import open_review_tasks
+from server.scoring.assignment import JudgeAssignment
+from server.scoring.effective import counting_verdicts, group_ratings
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import SessionState, require_session_transition
@@ -258,49 +260,54 @@ async def finish_sessions(
 
 @dataclass(frozen=True, slots=True)
 class ScoringProgress:
-    """How far the scoring of one session has come, for one judge and prompt version."""
+    """How far the scoring of one session has come, for its judges and prompt version."""
 
     answers: int
     queued: int
     leased: int
     done: int
     scored: int
+    """Answers with a score (``server.scoring.effective``: reviewers first, then the panel)."""
     needs_review: int
+    """Answers with verdicts but no score yet: they wait for a person."""
     points: int
     """Sum of the 0-3 scores of the scored answers."""
 
 
 async def progress(
-    db: AsyncSession, *, session_id: uuid.UUID, judge: str | None, prompt_version: str
+    db: AsyncSession, *, session_id: uuid.UUID, judges: JudgeAssignment, prompt_version: str
 ) -> ScoringProgress:
-    """Counts of the session's answers, jobs and verdicts (``judge`` None: every judge)."""
-    job_filter = [ScoringJob.session_id == session_id, ScoringJob.prompt_version == prompt_version]
-    verdict_filter = [Verdict.session_id == session_id, Verdict.prompt_version == prompt_version]
-    if judge is not None:
-        job_filter.append(ScoringJob.judge == judge)
-        verdict_filter.append(Verdict.judge == judge)
+    """Counts of the session's answers, of its judges' jobs, and of its answers' scores."""
     answers = await db.scalar(
         select(func.count()).select_from(Answer).where(Answer.session_id == session_id)
     )
     rows = await db.execute(
-        select(ScoringJob.state, func.count()).where(*job_filter).group_by(ScoringJob.state)
+        select(ScoringJob.state, func.count())
+        .where(
+            ScoringJob.session_id == session_id,
+            ScoringJob.prompt_version == prompt_version,
+            ScoringJob.judge.in_(judges.every_judge),
+        )
+        .group_by(ScoringJob.state)
     )
     jobs: dict[str, int] = {state: count for state, count in rows.tuples()}
-    verdicts = (
-        await db.execute(
-            select(
-                func.count(Verdict.score),
-                func.count().filter(Verdict.needs_review.is_(True)),
-                func.coalesce(func.sum(Verdict.score), 0),
-            ).where(*verdict_filter)
+    verdicts = await db.execute(
+        select(Verdict.session_id, Verdict.position, Item.discipline, Verdict.judge, Verdict.score)
+        .join(
+            Answer,
+            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
         )
-    ).one()
+        .join(Item, Item.id == Answer.item_id)
+        .where(Verdict.session_id == session_id, counting_verdicts(judges, prompt_version))
+    )
+    scores = [r.score(judges) for r in group_ratings(verdicts.tuples()).values()]
+    given = [score for score in scores if score is not None]
     return ScoringProgress(
         answers=answers or 0,
         queued=jobs.get("queued", 0),
         leased=jobs.get("leased", 0),
         done=jobs.get("done", 0),
-        scored=verdicts[0],
-        needs_review=verdicts[1],
-        points=int(verdicts[2]),
+        scored=len(given),
+        needs_review=len(scores) - len(given),
+        points=sum(given),
     )

@@ -19,7 +19,7 @@ from server.api.dependencies import (
     SessionsReader,
 )
 from server.auth.permissions import Principal
-from server.scoring.visibility import shows_verdict_figures
+from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions import adaptive, service
 from server.sessions.adaptive import AdaptiveRequest
 from server.sessions.models import EvalSession
@@ -65,15 +65,20 @@ async def _session_out(db: DbSession, record: EvalSession, principal: Principal)
     """The session with, if adaptive, its policy and estimate: the figures that move with
     single verdicts only where they may be shown (``shows_verdict_figures``)."""
     if record.mode != SessionMode.ADAPTIVE.value:
-        return SessionOut.of(record)
+        return _shown(SessionOut.of(record), principal)
     summary = await adaptive.summary(db, record=record)
     if not shows_verdict_figures(principal, record.state):
         summary = adaptive.without_verdict_figures(summary)
-    return SessionOut.of(record, summary)
+    return _shown(SessionOut.of(record, summary), principal)
 
 
-def _sessions_out(records: list[EvalSession]) -> list[SessionOut]:
-    return [SessionOut.of(r) for r in records]
+def _shown(out: SessionOut, principal: Principal) -> SessionOut:
+    """``out`` with the state ``principal`` may see (``visible_state``)."""
+    return out.model_copy(update={"state": visible_state(principal, out.state)})
+
+
+def _sessions_out(records: list[EvalSession], principal: Principal) -> list[SessionOut]:
+    return [_shown(SessionOut.of(r), principal) for r in records]
 
 
 @router.get("/v1/sessions", response_model=list[SessionOut])
@@ -81,7 +86,9 @@ async def list_own_sessions(
     db: DbSession, principal: SessionsReader, limit: Limit = 100
 ) -> list[SessionOut]:
     """Your organisation's sessions, newest first (every organisation's for auditors)."""
-    return _sessions_out(await service.list_sessions(db, principal=principal, limit=limit))
+    return _sessions_out(
+        await service.list_sessions(db, principal=principal, limit=limit), principal
+    )
 
 
 @router.get("/v1/sessions/{session_id}", response_model=SessionOut)
@@ -136,7 +143,7 @@ async def submit_answer(
         completion_tokens=body.usage.completion_tokens if body.usage else None,
         limits=runtime.limits,
         now=_now(),
-        judge=runtime.default_judge,
+        judges=runtime.judging,
     )
     background.add_task(runtime.waker.wake)
     return AnswerAccepted.model_validate(accepted, from_attributes=True)
@@ -154,7 +161,8 @@ async def admin_list_sessions(
     return _sessions_out(
         await service.list_sessions(
             db, principal=principal, org_id=org_id, state=state, limit=limit
-        )
+        ),
+        principal,
     )
 
 

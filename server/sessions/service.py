@@ -42,6 +42,7 @@ from server.errors import (
 )
 from server.orgs.service import get_visible
 from server.registry.service import get_model
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import enqueue_answer
 from server.sessions import adaptive
 from server.sessions.limits import SessionLimits
@@ -458,7 +459,7 @@ async def submit_answer(
     reasoning: str | None,
     limits: SessionLimits,
     now: datetime,
-    judge: str | None = None,
+    judges: JudgeAssignment | None = None,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
 ) -> Answer:
@@ -467,9 +468,9 @@ async def submit_answer(
     A reasoning trace inside the answer (``<think>...</think>``) is stored apart, in
     ``reasoning`` after any trace sent separately; ``answer`` keeps the final answer, which
     is what gets judged. ``prompt_tokens``/``completion_tokens`` are the client's report of
-    what the model spent (cost per model on the leaderboard). With ``judge``, the answer
-    is put in the scoring outbox in the same transaction (``server.scoring``), so an
-    accepted answer is always scored.
+    what the model spent (cost per model on the leaderboard). With ``judges``, the answer
+    is put in the scoring outbox for each judge of its panel in the same transaction
+    (``server.scoring``), so an accepted answer is always scored.
 
     ``AlreadyAnswered`` (409) for a position answered before, ``NotPending`` (409) for any
     other item than the oldest pending one."""
@@ -516,10 +517,20 @@ async def submit_answer(
         record.state = SessionState.ANSWERED.value
         record.ended_at = now
     await db.flush()
-    if judge is not None:
-        await enqueue_answer(
-            db, session_id=record.id, position=position, judge=judge, prompt_version=PROMPT_VERSION
+    if judges is not None:
+        discipline = (
+            await db.scalar(select(Item.discipline).where(Item.id == item_id))
+            if judges.by_discipline
+            else None
         )
+        for judge in judges.judges_for(discipline):
+            await enqueue_answer(
+                db,
+                session_id=record.id,
+                position=position,
+                judge=judge,
+                prompt_version=PROMPT_VERSION,
+            )
     return accepted
 
 
