@@ -69,6 +69,26 @@ figcaption { color: #444; font-size: 0.9rem; }
 """
 
 
+def _calibration_text(raw: Any) -> str:
+    """The default judge's weighted kappa with its interval, on which calibration set."""
+    figures = as_mapping(raw)
+    kappa = as_number(figures.get("weighted_kappa"))
+    if kappa is None:
+        return "uncalibrated"
+    low, high = (
+        as_number(figures.get("weighted_ci_low")),
+        as_number(figures.get("weighted_ci_high")),
+    )
+    interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    name = as_name(figures.get("calibration_set")) or "?"
+    version, n = as_number(figures.get("set_version")), as_number(figures.get("n"))
+    return escape(
+        f"weighted kappa {kappa:.2f}{interval} (95% interval) on calibration set {name}"
+        + (f" v{version:g}" if version is not None else "")
+        + (f", {n:g} answers" if n is not None else "")
+    )
+
+
 def _meta_table(pairs: Sequence[tuple[str, str]], css: str = "meta") -> str:
     """A two-column table; the keys and values are HTML already."""
     rows = "".join(f'<tr><th scope="row">{k}</th><td>{v}</td></tr>' for k, v in pairs)
@@ -118,6 +138,7 @@ def _header(
             (escape(judge) if judge else MISSING)
             + (f" (prompt version {escape(version)})" if version else ""),
         ),
+        ("Judge agreement with people", _calibration_text(board.get("judge_calibration"))),
         ("Anchor of R", anchor_text),
         ("Confidence level", percent_text(confidence_level(board))),
     ]

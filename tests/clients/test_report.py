@@ -29,6 +29,7 @@ from judge.contamination.replay import replay_rate
 from judge.ranking.leaderboard import ModelRecord, board_diagnostics, build_leaderboard
 from server.leaderboard.schemas import leaderboard_json
 from server.leaderboard.service import Contamination, LeaderboardData
+from server.scoring.assignment import JudgeAssignment
 
 WHEN = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 HOSTILE = "<script>alert(1)</script>"
@@ -308,6 +309,29 @@ def test_the_header_shows_the_run(tree: Node) -> None:
     config = header.find("table", **{"class": "meta config"})
     pairs = [(tr.find("th").text(), tr.find("td").text()) for tr in config.find_all("tr")]
     assert pairs == [(k, str(v)) for k, v in CONFIG.items()]
+
+
+def test_the_header_shows_the_judges_agreement_with_people(board: dict[str, Any]) -> None:
+    assert (
+        meta(parse(render_report(board, generated_at=WHEN)).find("header"))[
+            "Judge agreement with people"
+        ]
+        == "uncalibrated"
+    )
+    changed = copy.deepcopy(board)
+    changed["judge_calibration"] = {
+        "calibration_set": "experts<b>",
+        "set_version": 2,
+        "n": 120,
+        "weighted_kappa": 0.912,
+        "weighted_ci_low": 0.861,
+        "weighted_ci_high": 0.947,
+    }
+    header = meta(parse(render_report(changed, generated_at=WHEN)).find("header"))
+    assert header["Judge agreement with people"] == (
+        "weighted kappa 0.91 [0.86, 0.95] (95% interval) on calibration set experts<b> v2, "
+        "120 answers"
+    )
 
 
 def test_an_undesignated_anchor_and_its_note_are_said(board: dict[str, Any]) -> None:
@@ -603,7 +627,7 @@ def real_data() -> LeaderboardData:
             replay={"id-0": replay_rate(near_exact=3, n=40)},
             gap=generalisation_gap(public, private),
         ),
-        judge="judge-v1",
+        judges=JudgeAssignment.single("judge-v1"),
         prompt_version="p7",
         diagnostics=board_diagnostics(board),
     )
