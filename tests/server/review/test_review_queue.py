@@ -11,6 +11,7 @@ the agreement report (against scikit-learn) are checked too.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -565,3 +566,35 @@ async def test_a_reviewer_reaches_the_review_queue_and_nothing_else(
             wrong.append(f"{method} {path}: {response.status_code} {response.text[:120]}")
         await state.close_opened()
     assert wrong == []
+
+
+async def mark_scored(db_url: str, sid: str) -> None:
+    from sqlalchemy import update
+
+    from server.sessions.models import EvalSession
+
+    async with database_session(db_url) as db:
+        await db.execute(
+            update(EvalSession).where(EvalSession.id == uuid.UUID(sid)).values(state="scored")
+        )
+
+
+async def test_two_reviewers_closing_the_last_two_tasks_at_once(world_db: WorldDb) -> None:
+    """The session row lock serialises the check for open tasks: whichever score commits
+    second sees the other's task done and moves the session to ``reviewed``."""
+    db_url, world = world_db
+    async with unscored_api(db_url) as client:
+        reviewer = await login(client, await reviewer_key(db_url, world.a.id))
+        admin = await login(client, world.a.keys["admin"])
+        for _ in range(4):
+            sid = await answered_session(client, db_url, world, 2)
+            await mark_scored(db_url, sid)
+            tasks = [await add_task(db_url, sid, position) for position in (0, 1)]
+            results = await asyncio.gather(
+                *(
+                    client.post(f"{TASKS}/{task}/score", json={"score": 1}, headers=headers)
+                    for task, headers in zip(tasks, (reviewer, admin), strict=True)
+                )
+            )
+            assert [r.status_code for r in results] == [201, 201], [r.text for r in results]
+            assert await session_state(db_url, sid) == "reviewed"
