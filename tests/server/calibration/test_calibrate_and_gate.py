@@ -83,7 +83,8 @@ async def test_calibrate_stores_kappa_with_intervals_and_calls_the_judge_every_t
     )
     assert stored.n == len(rows) == shown["n"] and stored.scores is not None
     human = [int(r["human_score"]) for r in rows]
-    scores = [int(s) for s in stored.scores]
+    scores = [s for s in stored.scores if s is not None]
+    assert len(scores) == len(rows), "every answer scored"
     assert stored.kappa == pytest.approx(cohen_kappa_score(human, scores, labels=[0, 1, 2, 3]))
     weighted = cohen_kappa_score(human, scores, labels=[0, 1, 2, 3], weights="quadratic")
     assert stored.weighted_kappa == pytest.approx(weighted)
