@@ -44,6 +44,7 @@ __all__ = [
     "GateRun",
     "GateStatus",
     "JudgeGate",
+    "OpenDrift",
     "current_set",
     "eligible_judges",
     "gate_decision",
@@ -105,6 +106,15 @@ class GateRun:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenDrift:
+    """An uncleared drift of a judge: when the drift check found it, and what it saw."""
+
+    id: uuid.UUID
+    found_at: datetime
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class JudgeGate:
     """One configured judge at the gate: its status, why, and the run it was judged on."""
 
@@ -125,7 +135,7 @@ def gate_decision(
     *,
     set_exists: bool,
     run: GateRun | None,
-    drift: tuple[uuid.UUID, datetime] | None,
+    drift: OpenDrift | None,
     min_kappa: float,
     min_n: int,
     prompt_version: str,
@@ -142,7 +152,7 @@ def gate_decision(
         The newest full run of this judge on the current set, or None. A run of another
         model or prompt version does not count (the caller may pass it; it is refused as
         uncalibrated).
-    drift : (id, found at) or None
+    drift : OpenDrift or None
         The newest uncleared drift of this judge; it counts only when found after ``run``.
     min_kappa, min_n : float, int
         ``judge_gate_min_kappa`` and ``judge_min_calibration_n``.
@@ -178,14 +188,14 @@ def gate_decision(
         return JudgeGate(
             name, model, GateStatus.REFUSED, f"{run.n} answers, fewer than {min_n}", run
         )
-    if drift is not None and drift[1] > run.created_at:
+    if drift is not None and drift.found_at > run.created_at:
         return JudgeGate(
             name,
             model,
             GateStatus.DRIFTING,
-            "the drift check found it scoring worse than its calibration",
+            f"the drift check found it scoring worse than its calibration: {drift.detail}",
             run,
-            drift[0],
+            drift.id,
         )
     return JudgeGate(
         name,
@@ -240,20 +250,18 @@ async def _latest_runs(
     return latest
 
 
-async def open_drifts(
-    db: AsyncSession, names: Sequence[str]
-) -> dict[str, tuple[uuid.UUID, datetime]]:
-    """The newest uncleared drift of each judge that has one: (id, found at)."""
+async def open_drifts(db: AsyncSession, names: Sequence[str]) -> dict[str, OpenDrift]:
+    """The newest uncleared drift of each judge that has one."""
     rows = (
         await db.execute(
-            select(JudgeDrift.judge, JudgeDrift.id, JudgeDrift.created_at)
+            select(JudgeDrift.judge, JudgeDrift.id, JudgeDrift.created_at, JudgeDrift.detail)
             .where(JudgeDrift.judge.in_(list(names)), JudgeDrift.cleared_at.is_(None))
             .order_by(JudgeDrift.created_at.desc())
         )
     ).all()
-    found: dict[str, tuple[uuid.UUID, datetime]] = {}
-    for judge, drift_id, at in rows:
-        found.setdefault(judge, (drift_id, at))
+    found: dict[str, OpenDrift] = {}
+    for judge, drift_id, at, detail in rows:
+        found.setdefault(judge, OpenDrift(drift_id, at, detail))
     return found
 
 

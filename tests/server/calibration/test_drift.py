@@ -116,6 +116,7 @@ async def test_a_drifting_judge_is_replaced_by_the_next_gated_one_until_it_passe
             by_name = {j["name"]: j for j in judges["judges"]}
             assert by_name["judge-a"]["status"] == "drifting" and by_name["judge-a"]["drifting"]
             assert not by_name["judge-a"]["eligible"] and not by_name["judge-a"]["default"]
+            assert found[0].detail in by_name["judge-a"]["reason"]
             assert by_name["judge-b"]["default"] and by_name["judge-b"]["status"] == "passed"
             async with database_session(fresh_db_url) as db:
                 assert await default_judge(db, settings) == "judge-b"

@@ -13,7 +13,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from judge.agreement.intervals import CalibrationRound, KappaChange, kappa_change
 from server.calibration.drift import compared_rounds, is_drop
-from server.calibration.gate import GateRun, GateStatus, gate_decision
+from server.calibration.gate import GateRun, GateStatus, OpenDrift, gate_decision
 from server.calibration.runner import agreement_figures, answer_clusters
 from server.config import JudgeEndpoint
 
@@ -45,7 +45,7 @@ def decide(
     gate_run: GateRun | None,
     *,
     set_exists: bool = True,
-    drift: tuple[uuid.UUID, datetime] | None = None,
+    drift: OpenDrift | None = None,
 ) -> GateStatus:
     return gate_decision(
         ENDPOINT,
@@ -74,8 +74,8 @@ def test_a_run_of_another_model_or_prompt_version_does_not_match() -> None:
 
 def test_no_set_opens_the_gate_and_drift_counts_only_after_the_run() -> None:
     assert decide(None, set_exists=False) is GateStatus.OPEN
-    later = (uuid.uuid4(), NOW + timedelta(minutes=1))
-    earlier = (uuid.uuid4(), NOW - timedelta(minutes=1))
+    later = OpenDrift(uuid.uuid4(), NOW + timedelta(minutes=1), "dropped")
+    earlier = OpenDrift(uuid.uuid4(), NOW - timedelta(minutes=1), "dropped")
     assert decide(run(0.9), drift=later) is GateStatus.DRIFTING
     assert decide(run(0.9), drift=earlier) is GateStatus.PASSED, "a newer passing run clears it"
     assert decide(run(0.5), drift=later) is GateStatus.REFUSED
