@@ -25,7 +25,7 @@ from server.calibration.service import (
 )
 from server.review.models import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
 from server.scoring.models import Verdict
-from tests.server.calibration.support import calibration_rows, write_csv
+from tests.server.calibration.support import calibration_rows, seed_reviewed_answer, write_csv
 from tests.support.api import login, running_api, seed_world, test_settings
 from tests.support.cli import proctor_env
 from tests.support.database import database_session
@@ -253,3 +253,24 @@ async def test_a_set_from_the_review_queue_takes_the_reviewers_rounded_mean(
         assert answer.cluster == str(shown.item.family_id)
         assert answer.discipline == shown.item.discipline
     assert sorted(a.human_score for a in frozen) == [1, 3, 3]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_the_from_review_command_freezes_the_review_queue(fresh_db_url: str) -> None:
+    env = {"PROCTOR_DATABASE_URL": fresh_db_url}
+    empty = proctor_env(env, "judge", "calibration-set", "from-review", "--name", "rev")
+    assert empty.returncode == 1 and "no answers scored by people" in empty.stderr
+    world = await seed_world(fresh_db_url, per_cell=1)
+    await seed_reviewed_answer(fresh_db_url, world)
+    done = proctor_env(env, "judge", "calibration-set", "from-review", "--name", "rev")
+    assert done.returncode == 0, done.stderr
+    frozen = json.loads(done.stdout)
+    assert (frozen["name"], frozen["version"], frozen["source"], frozen["n"]) == (
+        "rev",
+        1,
+        "review",
+        1,
+    )
+    async with database_session(fresh_db_url) as db:
+        (answer,) = await set_answers(db, uuid.UUID(frozen["id"]))
+    assert answer.human_score == 3
