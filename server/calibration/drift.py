@@ -25,7 +25,6 @@ import logging
 import math
 import random
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -33,15 +32,15 @@ from prometheus_client import Gauge
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from judge.agreement.intervals import CalibrationRound, KappaChange, kappa_change
+from judge.agreement.intervals import KappaChange, kappa_change
 from judge.prompts import PROMPT_VERSION
 from server.calibration import gate
 from server.calibration.models import CalibrationKind, JudgeDrift
 from server.calibration.runner import (
     CalibrationRun,
     CalibrationRunError,
-    answer_clusters,
     calibrate,
+    compared_rounds,
 )
 from server.calibration.service import set_answers
 from server.config import Settings
@@ -69,26 +68,6 @@ def drift_indexes(n: int, items: int, seed_text: str) -> list[int]:
 def is_drop(change: KappaChange) -> bool:
     """Whether the interval of the change lies wholly below 0 (NaN bounds: no)."""
     return math.isfinite(change.high) and change.high < 0
-
-
-def compared_rounds(
-    human: Sequence[int],
-    baseline: Sequence[int | None],
-    rerun: Sequence[int | None],
-    clusters: Sequence[str | None],
-    indexes: Sequence[int],
-) -> tuple[CalibrationRound, CalibrationRound]:
-    """The baseline and the re-run on the answers of ``indexes`` both scored, paired by
-    answer (pure). ``human``, ``baseline``, ``rerun`` and ``clusters`` are by set index."""
-    both = [i for i in indexes if baseline[i] is not None and rerun[i] is not None]
-    groups = answer_clusters([clusters[i] for i in both])
-    reference = [human[i] for i in both]
-    before = [baseline[i] for i in both]
-    after = [rerun[i] for i in both]
-    return (
-        CalibrationRound(reference, [int(s) for s in before if s is not None], both, groups),
-        CalibrationRound(reference, [int(s) for s in after if s is not None], both, groups),
-    )
 
 
 @dataclass(frozen=True, slots=True)

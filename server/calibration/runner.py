@@ -25,11 +25,17 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from clients.llm.chat import ChatError
-from judge.agreement.intervals import ScorePair, grouped_kappa_intervals, kappa_intervals
+from judge.agreement.intervals import (
+    CalibrationRound,
+    ScorePair,
+    grouped_kappa_intervals,
+    kappa_change,
+    kappa_intervals,
+)
 from judge.agreement.kappa import exact_agreement, within_one_agreement
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from judge.prompts import PROMPT_VERSION, JudgeInput
@@ -156,6 +162,44 @@ def grouped_figures(
     }
 
 
+def compared_rounds(
+    human: Sequence[int],
+    baseline: Sequence[int | None],
+    rerun: Sequence[int | None],
+    clusters: Sequence[str | None],
+    indexes: Sequence[int],
+) -> tuple[CalibrationRound, CalibrationRound]:
+    """The baseline and the re-run on the answers of ``indexes`` both scored, paired by
+    answer (pure). ``human``, ``baseline``, ``rerun`` and ``clusters`` are by set index."""
+    both = [i for i in indexes if baseline[i] is not None and rerun[i] is not None]
+    groups = answer_clusters([clusters[i] for i in both])
+    reference = [human[i] for i in both]
+    before = [baseline[i] for i in both]
+    after = [rerun[i] for i in both]
+    return (
+        CalibrationRound(reference, [int(s) for s in before if s is not None], both, groups),
+        CalibrationRound(reference, [int(s) for s in after if s is not None], both, groups),
+    )
+
+
+def round_change(
+    human: Sequence[int],
+    previous: Sequence[int | None],
+    current: Sequence[int | None],
+    clusters: Sequence[str | None],
+) -> dict[str, object] | None:
+    """The change in kappa from a previous full run to this one on the answers both
+    scored, paired by answer (LLMEval-Fair (Zhang et al.), app. F.2, table 10 compares
+    calibration rounds); None when they share fewer than two answers (pure)."""
+    if len(previous) != len(current):
+        return None
+    before, after = compared_rounds(human, previous, current, clusters, range(len(current)))
+    if len(before.reference) < 2:
+        return None
+    changes = kappa_change(before, after, n_resamples=N_RESAMPLES, rng=BOOTSTRAP_SEED)
+    return {"n": len(before.reference), **changes.to_json()}
+
+
 async def score_answers(
     judge: LlmJudge, answers: Sequence[CalibrationAnswer], *, concurrency: int
 ) -> list[int | None]:
@@ -200,6 +244,9 @@ class CalibrationRun:
     by_group: dict[str, dict[str, dict[str, object]]]
     """``discipline`` and ``model_family`` -> value -> n, kappa and weighted kappa with
     intervals (shown, not stored: the stored scores give them again)."""
+    previous: dict[str, object] | None = None
+    """The judge's previous full run on the set and the paired change in kappa from it
+    (``change``: n, plain and weighted, each with its 95% interval)."""
 
     def to_json(self) -> dict[str, object]:
         figures = self.figures
@@ -231,6 +278,7 @@ class CalibrationRun:
             "created_at": self.created_at.isoformat(),
             "by_discipline": self.by_group.get("discipline", {}),
             "by_model_family": self.by_group.get("model_family", {}),
+            "previous": self.previous,
         }
 
 
@@ -270,6 +318,7 @@ async def calibrate(
         if chosen is None:
             raise CalibrationRunError(f"no calibration set {set_name!r}")
         answers = await set_answers(db, chosen.id)
+        previous = await _previous_full_run(db, judge, chosen.id) if indexes is None else None
     wanted = answers if indexes is None else [answers[i] for i in indexes]
     client = chat_client(endpoint, settings)
     try:
@@ -314,7 +363,46 @@ async def calibrate(
         }
         if kind is CalibrationKind.FULL
         else {},
+        previous=_previous_json(previous, answers, by_index),
     )
+
+
+async def _previous_full_run(
+    db: AsyncSession, judge: str, set_id: uuid.UUID
+) -> JudgeCalibration | None:
+    """The judge's newest full run on the set before this one (any model or prompt)."""
+    found: JudgeCalibration | None = (
+        await db.execute(
+            select(JudgeCalibration)
+            .where(
+                JudgeCalibration.judge == judge,
+                JudgeCalibration.set_id == set_id,
+                JudgeCalibration.kind == CalibrationKind.FULL.value,
+            )
+            .order_by(JudgeCalibration.created_at.desc())
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    return found
+
+
+def _previous_json(
+    previous: JudgeCalibration | None,
+    answers: Sequence[CalibrationAnswer],
+    scores: Sequence[int | None],
+) -> dict[str, object] | None:
+    if previous is None or previous.scores is None:
+        return None
+    change = round_change(
+        [a.human_score for a in answers], previous.scores, scores, [a.cluster for a in answers]
+    )
+    return {
+        "run": str(previous.id),
+        "model": previous.model,
+        "prompt_version": previous.prompt_version,
+        "created_at": previous.created_at.isoformat(),
+        "change": change,
+    }
 
 
 def _row(

@@ -130,6 +130,8 @@ async def test_calibrate_stores_kappa_with_intervals_and_calls_the_judge_every_t
         await engine.dispose()
     assert llm.stats()["by_model"] == {"judge": len(rows)}, "a re-run is not served from cache"
     assert again.scores == stored.scores
+    assert again.previous is not None and again.previous["run"] == str(stored.id)
+    assert again.previous["change"]["weighted"]["change"] == 0  # type: ignore[index]
     gate_run = await run_sync(proctor_env, env, "judge", "gate", "--json")
     assert gate_run.returncode == 0, gate_run.stderr
     report = json.loads(gate_run.stdout)
@@ -174,6 +176,10 @@ async def test_the_gate_refuses_a_noisy_judge_and_accepts_it_after_a_better_prom
         monkeypatch.setattr(runner, "PROMPT_VERSION", "fig11-v0")
         old = await calibrate(engine, settings, judge="judge-a", set_name="demo")
         assert old.prompt_version == "fig11-v0"
+        # the rounds are compared (paired by answer): the better-behaved round gains kappa
+        assert old.previous is not None and old.previous["prompt_version"] == PROMPT_VERSION
+        gain = old.previous["change"]["weighted"]  # type: ignore[index]
+        assert gain["low"] > 0, gain
         assert old.figures.weighted_low is not None
         assert old.figures.weighted_low >= settings.judge_gate_min_kappa
         assert (await statuses())["judge-a"] == "refused"
@@ -200,7 +206,8 @@ async def test_the_gate_refuses_a_noisy_judge_and_accepts_it_after_a_better_prom
             f"noisy judge (uniform noise 0.5): weighted kappa {refused['estimate']:.3f} "
             f"[{refused['low']:.3f}, {refused['high']:.3f}]; after the better prompt "
             f"version: {better.figures.weighted_kappa:.3f} [{better.figures.weighted_low:.3f}, "
-            f"{better.figures.weighted_high:.3f}]"
+            f"{better.figures.weighted_high:.3f}]; change noisy -> good round: "
+            f"{gain['change']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}]"
         )
     finally:
         await engine.dispose()

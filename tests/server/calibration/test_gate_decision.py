@@ -12,9 +12,9 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from judge.agreement.intervals import CalibrationRound, KappaChange, kappa_change
-from server.calibration.drift import compared_rounds, is_drop
+from server.calibration.drift import is_drop
 from server.calibration.gate import GateRun, GateStatus, OpenDrift, gate_decision
-from server.calibration.runner import agreement_figures, answer_clusters
+from server.calibration.runner import agreement_figures, answer_clusters, compared_rounds
 from server.config import JudgeEndpoint
 
 ENDPOINT = JudgeEndpoint(name="judge-a", base_url="http://127.0.0.1:9/v1", model="m-2026")
