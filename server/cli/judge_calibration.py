@@ -133,6 +133,9 @@ def calibrate_command(
         stdout.print(json.dumps(run.to_json(), indent=2))
     else:
         stdout.print(_run_table(run))
+        change = _change_line(run)
+        if change:
+            stdout.print(change)
     report = asyncio.run(_report(settings))
     gate = next((g for g in report.judges if g.judge == judge), None)
     if gate is not None:
@@ -211,6 +214,23 @@ def _run_table(run: CalibrationRun) -> Table:
         f"{figures.within_one:.3f}",
     )
     return table
+
+
+def _change_line(run: CalibrationRun) -> str | None:
+    """The paired change in weighted kappa from the judge's previous full run, if any."""
+    previous = run.previous
+    change = previous.get("change") if previous else None
+    if not isinstance(change, dict) or previous is None:
+        return None
+    weighted = change["weighted"]
+    estimate, low, high = weighted["change"], weighted["low"], weighted["high"]
+    if estimate is None:
+        return None
+    bounds = "" if low is None or high is None else f" [{low:+.3f}, {high:+.3f}]"
+    return (
+        f"weighted kappa change from the previous run ({previous['prompt_version']}, "
+        f"{previous['created_at']}): {estimate:+.3f}{bounds} on {change['n']} answers"
+    )
 
 
 def _gate_table(report: GateReport) -> Table:
