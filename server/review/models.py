@@ -87,9 +87,7 @@ class ReviewSkip(Base):
     """A reviewer passed on a task: it is not offered to them again (others still see it)."""
 
     __tablename__ = "review_skips"
-    __table_args__ = (
-        ForeignKeyConstraint(["task_id"], ["review_tasks.id"], ondelete="CASCADE"),
-    )
+    __table_args__ = (ForeignKeyConstraint(["task_id"], ["review_tasks.id"], ondelete="CASCADE"),)
 
     task_id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True
