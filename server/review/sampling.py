@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from server.config import Settings
 from server.review.models import ReviewReason
 
 __all__ = [
@@ -35,6 +36,25 @@ AUDITED_METHODS = frozenset({"judge", "similarity"})
 
 AnswerKey = tuple[uuid.UUID, int]
 """(session id, position): one answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewPolicy:
+    """What opens review tasks: the audit sample's rate, the share of tasks that wait for
+    two reviewers, and the panel spread that counts as a disagreement (the ``review_*``
+    settings)."""
+
+    audit_rate: float = 0.02
+    dual_rate: float = 0.1
+    disagreement_points: int = 2
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReviewPolicy:
+        return cls(
+            audit_rate=settings.review_audit_rate,
+            dual_rate=settings.review_dual_rate,
+            disagreement_points=settings.review_disagreement_points,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from bank.models import Item
 from clients.sdk.types import Role, SessionMode
 from judge.prompts import PROMPT_VERSION
 from server.auth.permissions import Permission, Principal
-from server.config import Settings
 from server.errors import Conflict, NotFound
 from server.registry.models import RegisteredModel
 from server.review.agreement import HumanRating, JudgeRating, agreement_report
@@ -49,6 +48,7 @@ from server.review.models import (
 from server.review.sampling import (
     AnswerKey,
     AnswerVerdicts,
+    ReviewPolicy,
     drawn_for_dual,
     group_verdicts,
     systematic_draws,
@@ -108,7 +108,7 @@ async def open_review_tasks(
     db: AsyncSession,
     *,
     session_ids: Sequence[uuid.UUID],
-    settings: Settings,
+    policy: ReviewPolicy,
     now: datetime,
     rng: random.Random | None = None,
 ) -> int:
@@ -117,10 +117,10 @@ async def open_review_tasks(
     One task per answer, with the first reason found (``needs_review`` > ``disagreement``
     > ``audit``; an answer that has a task keeps it): every answer a judge could not score
     under the current prompt version, every answer two judges' scores differ on by
-    ``review_disagreement_points`` or more, and the audit sample, drawn systematically at
-    ``review_audit_rate`` within each (discipline, judge) stratum of the answers a judge
+    ``policy.disagreement_points`` or more, and the audit sample, drawn systematically at
+    ``policy.audit_rate`` within each (discipline, judge) stratum of the answers a judge
     or the similarity filter decided (``server.review.sampling``). A task waits for two
-    reviewers with probability ``review_dual_rate``. Replay sessions (contamination
+    reviewers with probability ``policy.dual_rate``. Replay sessions (contamination
     checks) open none. ``rng`` draws new strata's random starts (default: the system's).
     """
     if not session_ids:
@@ -129,7 +129,7 @@ async def open_review_tasks(
     tasks: dict[AnswerKey, _NewTask] = {}
     audit: defaultdict[tuple[str, str], list[AnswerKey]] = defaultdict(list)
     for key, verdicts in answers.items():
-        found = verdicts.reason(settings.review_disagreement_points)
+        found = verdicts.reason(policy.disagreement_points)
         if found is not None:
             tasks[key] = _NewTask(key, found[0], found[1], verdicts.discipline)
             continue
@@ -137,12 +137,12 @@ async def open_review_tasks(
             audit[stratum].append(key)
     for stratum in sorted(audit):
         drawn = await _draw_audit(
-            db, stratum=stratum, answers=audit[stratum], rate=settings.review_audit_rate, rng=rng
+            db, stratum=stratum, answers=audit[stratum], rate=policy.audit_rate, rng=rng
         )
         for key in drawn:
             tasks.setdefault(key, _NewTask(key, ReviewReason.AUDIT, stratum[1], stratum[0]))
     if tasks:
-        rows = [_task_row(task, settings.review_dual_rate, now) for task in tasks.values()]
+        rows = [_task_row(task, policy.dual_rate, now) for task in tasks.values()]
         await db.execute(_insert(db, ReviewTask).values(rows).on_conflict_do_nothing())
         await db.flush()
     return len(tasks)

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Item
-from server.config import Settings, get_settings
+from server.review.sampling import ReviewPolicy
 from server.review.service import open_review_tasks
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import counting_verdicts, group_ratings
@@ -233,11 +233,11 @@ async def finish_sessions(
     *,
     session_ids: set[uuid.UUID],
     now: datetime,
-    settings: Settings | None = None,
+    review: ReviewPolicy,
 ) -> list[uuid.UUID]:
     """Move answered sessions whose every job is done to ``scored`` and open their human
-    review tasks (``server.review.service.open_review_tasks``, with ``settings``, default
-    the process's); returns those moved."""
+    review tasks under ``review`` (``server.review.service.open_review_tasks``); returns
+    those moved."""
     require_session_transition(SessionState.ANSWERED.value, SessionState.SCORED)
     if not session_ids:
         return []
@@ -254,7 +254,7 @@ async def finish_sessions(
         .execution_options(synchronize_session=False)
     )
     moved = list(result.scalars())
-    await open_review_tasks(db, session_ids=moved, settings=settings or get_settings(), now=now)
+    await open_review_tasks(db, session_ids=moved, policy=review, now=now)
     return moved
 
 

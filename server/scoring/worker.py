@@ -32,6 +32,7 @@ from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from server.config import Settings
 from server.database import session_factory
+from server.review.sampling import ReviewPolicy
 from server.scoring import service
 from server.scoring.judges import JudgePanel
 from server.scoring.service import ClaimedJob, JobInput
@@ -102,7 +103,10 @@ class ScoringWorker:
         await asyncio.gather(*(self._consume(stats, touched) for _ in range(self.consumers)))
         async with self.sessions() as db, db.begin():
             stats.sessions_scored = await service.finish_sessions(
-                db, session_ids=touched, now=_now(), settings=self.settings
+                db,
+                session_ids=touched,
+                now=_now(),
+                review=ReviewPolicy.from_settings(self.settings),
             )
         return stats
 

@@ -32,6 +32,7 @@ from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy
 from bank.exposure import release_undelivered
 from bank.models import Item, SampleItem
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy, AdaptiveSummary, StopReason
+from server.review.sampling import ReviewPolicy
 from server.scoring.models import Verdict
 from server.scoring.service import finish_sessions
 from server.sessions.limits import AdaptiveDefaults
@@ -137,7 +138,9 @@ async def advance(db: AsyncSession, *, record: EvalSession, run: AdaptiveRun) ->
     return True
 
 
-async def stop_early(db: AsyncSession, *, record: EvalSession, now: datetime) -> None:
+async def stop_early(
+    db: AsyncSession, *, record: EvalSession, now: datetime, review: ReviewPolicy
+) -> None:
     """End delivery: the session keeps what was delivered; the undelivered rest of its pool
     goes back to the organisation; answered already means ``answered``."""
     record.n_items = record.n_delivered
@@ -150,7 +153,7 @@ async def stop_early(db: AsyncSession, *, record: EvalSession, now: datetime) ->
         # Every answer may be scored already, in which case no worker will come back to
         # finish the session (a fixed session ends with its last answer, before its
         # scoring, so the worker always does).
-        if await finish_sessions(db, session_ids={record.id}, now=now):
+        if await finish_sessions(db, session_ids={record.id}, now=now, review=review):
             record.state = SessionState.SCORED.value
     await db.flush()
 

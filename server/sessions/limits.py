@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from server.config import Settings
+from server.review.sampling import ReviewPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,8 @@ class SessionLimits:
     deadline_s: int = 7 * 86_400
     lease_idle_s: float = 60.0
     adaptive: AdaptiveDefaults = AdaptiveDefaults()
+    review: ReviewPolicy = field(default_factory=ReviewPolicy)
+    """Opens the review tasks of an adaptive session that its stopping rule scores."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SessionLimits:
@@ -52,4 +55,5 @@ class SessionLimits:
                 check_every=settings.adaptive_check_every,
                 pilot=settings.adaptive_pilot,
             ),
+            review=ReviewPolicy.from_settings(settings),
         )

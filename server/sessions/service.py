@@ -42,6 +42,7 @@ from server.errors import (
 )
 from server.orgs.service import get_visible
 from server.registry.service import get_model
+from server.review.sampling import ReviewPolicy
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import enqueue_answer
 from server.sessions import adaptive
@@ -334,7 +335,7 @@ async def next_item(
     ):  # what it delivers next, and whether, follows the verdicts so far
         raise Forbidden("only admins and evaluators may drive adaptive sessions")
     if record.mode == SessionMode.ADAPTIVE.value and not await _adaptive_goes_on(
-        db, record=record, now=now
+        db, record=record, now=now, review=limits.review
     ):
         if pending:
             item, _ = await _load_item(db, record=record, position=record.n_completed)
@@ -353,13 +354,15 @@ async def next_item(
     return item
 
 
-async def _adaptive_goes_on(db: AsyncSession, *, record: EvalSession, now: datetime) -> bool:
+async def _adaptive_goes_on(
+    db: AsyncSession, *, record: EvalSession, now: datetime, review: ReviewPolicy
+) -> bool:
     """Whether an adaptive session delivers another item (its policy's choice is then at
     position ``n_delivered``); if not, the session is shrunk to what it delivered."""
     run = await adaptive.get_run(db, session_id=record.id)
     if await adaptive.advance(db, record=record, run=run):
         return True
-    await adaptive.stop_early(db, record=record, now=now)
+    await adaptive.stop_early(db, record=record, now=now, review=review)
     return False
 
 

@@ -26,7 +26,13 @@ from sklearn.metrics import cohen_kappa_score
 from judge.prompts import PROMPT_VERSION
 from server.config import Settings
 from server.review.models import ReviewReason
-from server.review.sampling import AnswerVerdicts, JudgeScore, drawn_for_dual, systematic_draws
+from server.review.sampling import (
+    AnswerVerdicts,
+    JudgeScore,
+    ReviewPolicy,
+    drawn_for_dual,
+    systematic_draws,
+)
 from server.review.service import open_review_tasks
 from tests.support.api import World, login, open_session, running_api, test_settings
 from tests.support.database import database_session
@@ -346,7 +352,7 @@ async def check_reasons_and_strata(client: httpx.AsyncClient, db_url: str, world
         opened = await open_review_tasks(
             db,
             session_ids=[uuid.UUID(sid)],
-            settings=settings,
+            policy=ReviewPolicy.from_settings(settings),
             now=datetime.now(UTC),
             rng=random.Random(3),
         )
@@ -367,7 +373,10 @@ async def check_reasons_and_strata(client: httpx.AsyncClient, db_url: str, world
     # opening again changes nothing for answers with a task
     async with database_session(db_url) as db:
         await open_review_tasks(
-            db, session_ids=[uuid.UUID(sid)], settings=settings, now=datetime.now(UTC)
+            db,
+            session_ids=[uuid.UUID(sid)],
+            policy=ReviewPolicy.from_settings(settings),
+            now=datetime.now(UTC),
         )
     again = (await client.get(TASKS, headers=reviewer)).json()["tasks"]
     assert {t["task_id"]: t["reason"] for t in tasks}.items() <= {
