@@ -69,7 +69,8 @@ class AnswerRatings:
             return [fixed] * len(assignment.every_judge)
         panel = set(assignment.judges_for(self.discipline))
         return [
-            float(score) if name in panel and (score := self.judges.get(name)) is not None
+            float(score)
+            if name in panel and (score := self.judges.get(name)) is not None
             else math.nan
             for name in assignment.every_judge
         ]
