@@ -261,8 +261,12 @@ class Settings(BaseSettings):
     embedded default), no with Redis (``proctor judge worker`` processes do it)."""
     scoring_poll_s: float = Field(5.0, gt=0)
     """How often a worker looks for work without being woken (deferred jobs, lost wakes)."""
+    similarity_backend: Literal["lexical", "embedding"] = "lexical"
+    """The cascade's similarity filter: ``lexical`` (token and character overlap), or
+    ``embedding`` (a multilingual sentence encoder, extra ``proctor[embed]``, with its own
+    calibrated thresholds; it decides fewer answers on GAOKAO-Bench: docs/benchmarks.md)."""
     similarity_match_at: float = Field(0.85, ge=0, le=1)
-    """Similarity to the reference at or above which the cascade's filter scores a match."""
+    """Similarity to the reference at or above which the lexical filter scores a match."""
     similarity_mismatch_below: float = Field(0.15, ge=0, le=1)
     """Similarity below which the filter scores a mismatch; in between, the judge decides."""
 

@@ -27,6 +27,7 @@ from clients.llm.chat import ChatDeferred, ChatError
 from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
 from judge.contamination.replay import completion_match
+from judge.embedding import embedding_similarity_filter
 from judge.prompts import JudgeInput
 from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
@@ -60,6 +61,10 @@ class DrainStats:
 
 
 def cascade_from(settings: Settings) -> Cascade:
+    """The scoring cascade of ``settings``; ``EmbeddingBackendUnavailable`` if the embedding
+    filter is chosen without the ``proctor[embed]`` extra."""
+    if settings.similarity_backend == "embedding":
+        return Cascade(similarity=embedding_similarity_filter())
     return Cascade(
         similarity=SimilarityFilter(
             match_at=settings.similarity_match_at,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import uuid
 
+from judge.embedding import CALIBRATED_MATCH_AT, EmbeddingBackend
 from judge.panel import PanelRule
+from judge.similarity import LexicalBackend
 from server.review.models import human_rater
 from server.scoring.assignment import JudgeAssignment, assignment_from
 from server.scoring.effective import AnswerRatings, group_ratings
+from server.scoring.worker import cascade_from
 from tests.support.api import test_settings
 
 JUDGES = [
@@ -61,3 +64,19 @@ def test_a_single_judge_view_ignores_the_other_judges() -> None:
     ratings = AnswerRatings("math", judges={"j1": 0, "j2": 3})
     assert ratings.score(JudgeAssignment.single("j2")) == 3
     assert ratings.score(JudgeAssignment.single("j1")) == 0
+
+
+def test_the_similarity_backend_setting_chooses_the_cascades_filter() -> None:
+    lexical = cascade_from(test_settings("sqlite+aiosqlite://"))
+    embedding = cascade_from(test_settings("sqlite+aiosqlite://", similarity_backend="embedding"))
+    assert isinstance(lexical.similarity.backend, LexicalBackend)
+    assert isinstance(embedding.similarity.backend, EmbeddingBackend)
+    assert embedding.similarity.match_at == CALIBRATED_MATCH_AT
+    decision = embedding.route(
+        qtype="fill_in",
+        answer="mitochondria",
+        reference="the mitochondria",
+        options=None,
+        language="en",
+    )
+    assert decision is not None and decision.method == "similarity"
