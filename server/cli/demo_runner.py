@@ -12,6 +12,10 @@
 5. scoring, then the leaderboard (absolute, relative, per discipline, 95% CIs, tie
    groups) printed and written as an HTML report with plots (``clients.report``).
 
+Before the API starts, the local judge is calibrated on a synthetic expert set
+(``server.cli.demo_calibration``): it passes the calibration gate, and the leaderboard's
+header shows its weighted kappa with the 95% interval.
+
 The ranking printed must follow the configured abilities; the demo says whether it does
 and exits 1 if not.
 """
@@ -49,8 +53,11 @@ from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
 from fakellm.app import create_app as create_fake_app
 from fakellm.profiles import BUILTIN_PROFILES, ModelProfile
+from judge.numbers import format_number
 from server.app import create_app
 from server.auth.service import create_api_key
+from server.calibration.runner import CalibrationRun
+from server.cli.demo_calibration import SET_NAME, calibrate_demo_judge
 from server.cli.leaderboard import print_disciplines, print_leaderboard
 from server.config import JudgeEndpoint, Settings
 from server.database import create_engine, unit_of_work, upgrade
@@ -159,6 +166,8 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         console.print("[bold]2/5[/bold] local model and judge server, Proctor API in-process")
         with serve_in_thread(create_fake_app(fake)) as fake_root:
             settings = _settings(workdir, url, config, f"{fake_root}/v1")
+            run = asyncio.run(_calibrate(settings, config))
+            console.print(f"      {_calibration_line(run, settings.judge_gate_min_kappa)}")
             with serve_in_thread(create_app(settings), lifespan="on") as api_root:
                 console.print(f"      API {api_root}, models {fake_root}/v1")
                 board, by_discipline, failures = asyncio.run(
@@ -200,6 +209,25 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     finally:
         if config.workdir is None and not config.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _calibrate(settings: Settings, config: DemoConfig) -> CalibrationRun:
+    engine = create_engine(settings.effective_database_url)
+    try:
+        return await calibrate_demo_judge(engine, settings, judge=JUDGE, seed=config.seed)
+    finally:
+        await engine.dispose()
+
+
+def _calibration_line(run: CalibrationRun, bar: float) -> str:
+    figures = run.figures
+    return (
+        f"judge {run.judge} on {figures.n} answers with synthetic expert scores "
+        f"({SET_NAME} v{run.set_version}): weighted kappa "
+        f"{format_number(figures.weighted_kappa, 2)} "
+        f"[{format_number(figures.weighted_low, 2)}, {format_number(figures.weighted_high, 2)}]"
+        f"; the gate admits a lower bound of {bar:g} or more"
+    )
 
 
 def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Settings:

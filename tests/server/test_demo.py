@@ -54,6 +54,15 @@ async def test_demo_ranks_the_models_as_configured_and_writes_the_report(
     positions = [out.index(name) for name in expected]
     assert positions[0] == min(positions)
     assert re.search(r"\[\d+\.\d\d, \d+\.\d\d\]", out), "no confidence interval printed"
+    # the judge passed the calibration gate, and the header says how well it agrees
+    header = re.search(
+        r"judge demo-judge, prompt \S+, weighted kappa (\d\.\d\d) \[(\d\.\d\d), (\d\.\d\d)\]"
+        r" on demo-experts v1 \(n=160\)",
+        out,
+    )
+    assert header, out[:3000]
+    kappa, low, high = (float(x) for x in header.groups())
+    assert 0.6 <= low <= kappa <= high <= 1.0
     # the report: one HTML file with the two plots and every model
     html = report.read_text(encoding="utf-8")
     assert html.count("<svg") >= 2 and all(name in html for name in expected)
