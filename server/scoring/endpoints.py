@@ -13,10 +13,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from judge.prompts import PROMPT_VERSION
-from server.api.dependencies import DbSession, RuntimeDep, SessionId, SessionsReader
+from server.api.dependencies import (
+    DbSession,
+    JudgeReader,
+    RuntimeDep,
+    SessionId,
+    SessionsReader,
+)
 from server.scoring import service
 from server.scoring.assignment import JudgeAssignment
-from server.scoring.schemas import ScoringOut
+from server.scoring.panel_agreement import panel_agreement
+from server.scoring.schemas import PanelAgreementOut, ScoringOut
 from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions.service import get_session
 
@@ -54,3 +61,20 @@ async def read_scoring(
         needs_review=now.needs_review if shown else None,
         points=now.points if shown else None,
     )
+
+
+PANEL_AGREEMENT_ANSWERS = 100_000
+"""The newest answers the panel agreement reads at most."""
+
+
+@router.get("/v1/admin/judges/panel-agreement", response_model=PanelAgreementOut)
+async def read_panel_agreement(
+    db: DbSession, runtime: RuntimeDep, _: JudgeReader
+) -> PanelAgreementOut:
+    """Item-level agreement of the judges on the answers several of them scored: Pearson r
+    and exact agreement per pair of judges, and how many answers they split on."""
+    min_gap = runtime.settings.review_disagreement_points
+    found = await panel_agreement(
+        db, prompt_version=PROMPT_VERSION, min_gap=min_gap, limit=PANEL_AGREEMENT_ANSWERS
+    )
+    return PanelAgreementOut.of(found, prompt_version=PROMPT_VERSION, min_gap=min_gap)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from scipy.stats import pearsonr
 from sqlalchemy import select
 
 from bank.models import Item
@@ -48,8 +49,11 @@ def panel_settings(db_url: str, llm: FakeLlm, **extra: Any) -> Any:
 
 
 def explained(item: Item, position: int) -> str:
-    """Right answers; open ones state the reference and explain it (the strict judge
-    wants the reference alone, so it disagrees with the others on them)."""
+    """Every fourth answer wrong, the others right; right open answers state the reference
+    and explain it (the strict judge wants the reference alone, so it disagrees with the
+    others on them)."""
+    if position % 4 == 3:
+        return answer_for(item, False)
     if item.qtype == "short_answer":
         return f"{item.answer} This follows from the sources of the period."
     return answer_for(item, True)
@@ -123,8 +127,25 @@ async def test_three_judges_give_the_median_and_their_disagreements_go_to_review
         tasks = await review_tasks(db_url, sid)
         assert tasks == {p: ReviewReason.DISAGREEMENT.value for p in spread}
 
+        agreement = await client.get("/v1/admin/judges/panel-agreement", headers=admin)
+        vendor = await login(client, world.a.keys["vendor"])
+        refused = await client.get("/v1/admin/judges/panel-agreement", headers=vendor)
         panel_board = (await client.get("/v1/leaderboard", headers=admin)).json()
         alone = (await client.get("/v1/leaderboard?judge=j-exact", headers=admin)).json()
+    assert refused.status_code == 403
+    body = agreement.json()
+    every = {sid: await verdicts_by_answer(db_url, sid) for sid in sids}
+    shared = [v for by_answer in every.values() for v in by_answer.values()]
+    assert body["answers"] == len(shared) and body["judges"] == sorted(PANEL)
+    assert body["split"] == sum(max(scores(v)) - min(scores(v)) >= 2 for v in shared)
+    for pair in body["pairs"]:
+        x = [v[pair["first"]] for v in shared]
+        y = [v[pair["second"]] for v in shared]
+        assert pair["n"] == len(shared)
+        assert pair["exact"] == pytest.approx(
+            sum(a == b for a, b in zip(x, y, strict=True)) / len(x)
+        )
+        assert pair["pearson_r"] == pytest.approx(pearsonr(x, y).statistic), pair
     assert panel_board["judges"] == list(PANEL) and panel_board["panel_rule"] == "median"
     assert alone["judges"] == ["j-exact"]
     (with_judges,) = panel_board["models"]
