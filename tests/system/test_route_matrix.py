@@ -76,6 +76,7 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/review/agreement"): OVERSIGHT,
     # judges and calibration sets: oversight reads the gate and the sets, admins freeze sets
     ("GET", "/v1/admin/judges"): OVERSIGHT,
+    ("GET", "/v1/admin/judges/panel-agreement"): OVERSIGHT,
     ("GET", "/v1/admin/calibration-sets"): OVERSIGHT,
     ("POST", "/v1/admin/calibration-sets"): ADMIN,
     ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): OVERSIGHT,
@@ -358,6 +359,7 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("POST", "/v1/review/tasks/{task_id}/skip"): _review_task_call("/skip"),
     ("GET", "/v1/review/agreement"): static("/v1/review/agreement"),
     ("GET", "/v1/admin/judges"): static("/v1/admin/judges"),
+    ("GET", "/v1/admin/judges/panel-agreement"): static("/v1/admin/judges/panel-agreement"),
     ("GET", "/v1/admin/calibration-sets"): static("/v1/admin/calibration-sets"),
     ("POST", "/v1/admin/calibration-sets"): _freeze_set,
     ("GET", "/v1/admin/calibration-sets/{set_id}/runs"): _set_runs,
