@@ -29,11 +29,11 @@ B_PRIOR_SD = 3.0
 THETA_PRIOR_SD = 1.0
 
 
-
 def expit(x: FloatArray) -> FloatArray:
     """The logistic function 1 / (1 + exp(-x)), as 0.5 (1 + tanh(x / 2)): no overflow for
     large |x| (scipy.special.expit costs the command line 0.2 s of import)."""
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
+
 
 @dataclass(frozen=True, slots=True)
 class ItemParameters:

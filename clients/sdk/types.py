@@ -688,9 +688,7 @@ class Leaderboard(_Body):
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
         fields["anchor"] = Anchor.from_json(fields["anchor"])
-        fields["judge_calibration"] = _optional(
-            JudgeCalibration, fields.get("judge_calibration")
-        )
+        fields["judge_calibration"] = _optional(JudgeCalibration, fields.get("judge_calibration"))
         fields["groups"] = [
             _array(group, "Leaderboard.groups[]")
             for group in _array(fields["groups"], "Leaderboard.groups")

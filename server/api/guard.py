@@ -72,9 +72,7 @@ class RequestGuard:
             return
         problems = body_problems(body, max_depth=self.limits.max_json_depth)
         if problems:
-            await _refuse(
-                scope, send, status=422, title="Invalid input", detail=_summary(problems)
-            )
+            await _refuse(scope, send, status=422, title="Invalid input", detail=_summary(problems))
             return
         await self.app(scope, _replay(body, receive), send)
 

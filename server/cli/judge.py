@@ -86,9 +86,7 @@ async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, aga
             if await db.get(EvalSession, session_id) is None:
                 stderr.print(f"[red]error:[/red] no session {session_id}")
                 return 1
-            judges = (
-                JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
-            )
+            judges = JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
             queued = 0
             for name in judges.judges_for(None):
                 queued += await service.enqueue_session(

@@ -89,9 +89,7 @@ def leaderboard_command(
     async def work(db: AsyncSession) -> LeaderboardData:
         return await service.leaderboard(
             db,
-            judges=(
-                JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
-            ),
+            judges=(JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)),
             prompt_version=PROMPT_VERSION,
             n_resamples=settings.leaderboard_resamples,
             threshold=settings.leaderboard_tie_threshold,
@@ -192,8 +190,7 @@ def print_leaderboard(view: dict[str, Any], console: Console = stdout) -> None:
     anchor = view["anchor"]
     how = "designated" if anchor["designated"] else "top model"
     table = Table(
-        title=f"Leaderboard ({judging_header(view)}; "
-        f"R relative to {anchor['name'] or '-'}, {how})"
+        title=f"Leaderboard ({judging_header(view)}; R relative to {anchor['name'] or '-'}, {how})"
     )
     for column in ("#", "group", "ranks", "model", "R", "R 95% CI", "S", "S 95% CI", "sessions"):
         table.add_column(column, justify="left" if column == "model" else "right")

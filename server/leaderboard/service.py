@@ -220,9 +220,7 @@ async def leaderboard(
     include the judge's variance: the bootstrap resamples the judges too
     (``judge.ranking.judge_variance``)."""
     collected = {
-        mode: await _scores_by_model(
-            db, mode=mode, judges=judges, prompt_version=prompt_version
-        )
+        mode: await _scores_by_model(db, mode=mode, judges=judges, prompt_version=prompt_version)
         for mode in (SessionMode.FIXED, SessionMode.REPLAY, SessionMode.ANCHOR)
     }
     fixed, replay, anchor_set = (collected[m] for m in collected)
