@@ -43,8 +43,10 @@ __all__ = [
     "GateReport",
     "GateRun",
     "GateStatus",
+    "JudgeCalibrationView",
     "JudgeGate",
     "OpenDrift",
+    "calibration_of",
     "current_set",
     "eligible_judges",
     "gate_decision",
@@ -324,6 +326,29 @@ async def gate_report(db: AsyncSession, settings: Settings) -> GateReport:
         prompt_version=PROMPT_VERSION,
         judges=tuple(gates),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCalibrationView:
+    """A judge's run the gate reads, with the calibration set it was on (for headers)."""
+
+    set_name: str
+    set_version: int
+    run: GateRun
+
+
+async def calibration_of(
+    db: AsyncSession, settings: Settings, judge: str
+) -> JudgeCalibrationView | None:
+    """The run of ``judge`` the gate reads on the current set (None: no such run, or the
+    judge is not configured)."""
+    report = await gate_report(db, settings)
+    if report.set_name is None or report.set_version is None:
+        return None
+    for gate in report.judges:
+        if gate.judge == judge and gate.run is not None:
+            return JudgeCalibrationView(report.set_name, report.set_version, gate.run)
+    return None
 
 
 async def eligible_judges(db: AsyncSession, settings: Settings) -> list[str]:

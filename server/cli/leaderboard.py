@@ -18,6 +18,7 @@ from judge.numbers import format_number
 from judge.prompts import PROMPT_VERSION
 from judge.ranking.leaderboard import board_diagnostics
 from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
+from server.calibration.gate import calibration_of
 from server.cli.groups import command_registrar
 from server.cli.options import JudgeName
 from server.cli.output import exit_on_input_error, fail, stdout
@@ -87,9 +88,11 @@ def leaderboard_command(
             fail(str(error))
 
     async def work(db: AsyncSession) -> LeaderboardData:
+        judges = JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
         return await service.leaderboard(
             db,
-            judges=(JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)),
+            judges=judges,
+            calibration=await calibration_of(db, settings, judges.default),
             prompt_version=PROMPT_VERSION,
             n_resamples=settings.leaderboard_resamples,
             threshold=settings.leaderboard_tie_threshold,

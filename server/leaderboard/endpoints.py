@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardReader, RuntimeDep
 from server.auth.permissions import Permission
+from server.calibration.gate import calibration_of
 from server.leaderboard import service
 from server.leaderboard.schemas import (
     AnchorIn,
@@ -61,9 +62,11 @@ async def read_leaderboard(
     full = principal.can(Permission.LEADERBOARD_FULL)
     visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
+    judges = JudgeAssignment.single(judge) if judge else runtime.judging
     data = await service.leaderboard(
         db,
-        judges=JudgeAssignment.single(judge) if judge else runtime.judging,
+        judges=judges,
+        calibration=await calibration_of(db, settings, judges.default),
         prompt_version=PROMPT_VERSION,
         n_resamples=settings.leaderboard_resamples,
         threshold=settings.leaderboard_tie_threshold,

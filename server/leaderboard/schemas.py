@@ -154,17 +154,18 @@ def _judging(data: LeaderboardData) -> dict[str, Any]:
     """Who scored: the default judge, the panel and its rule, and the default judge's
     agreement with people on the current calibration set (kappa with its interval)."""
     judges = data.judges
-    figures = data.calibration
+    view = data.calibration
+    figures = view.run if view is not None else None
     return {
         "judge": judges.default,
         "judges": list(judges.every_judge),
         "panel_rule": judges.rule.value,
         "prompt_version": data.prompt_version,
         "judge_calibration": None
-        if figures is None
+        if view is None or figures is None
         else {
-            "calibration_set": figures.set_name,
-            "set_version": figures.set_version,
+            "calibration_set": view.set_name,
+            "set_version": view.set_version,
             "n": figures.n,
             "weighted_kappa": _num(figures.weighted_kappa),
             "weighted_ci_low": _num(figures.weighted_low),

@@ -40,7 +40,7 @@ from judge.ranking.pairwise import (
     elo,
 )
 from judge.ranking.scores import MAX_SCORE
-from server.calibration.models import CalibrationKind, CalibrationSet
+from server.calibration.gate import JudgeCalibrationView
 from server.errors import NotFound
 from server.leaderboard.models import RankingAnchor
 from server.orgs.models import Organisation
@@ -48,7 +48,7 @@ from server.registry.models import RegisteredModel
 from server.review.models import ReviewTask, ReviewTaskState
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import AnswerRatings, counting_verdicts
-from server.scoring.models import JudgeCalibration, Verdict
+from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
@@ -92,21 +92,6 @@ class Baselines:
 
 
 @dataclass(frozen=True, slots=True)
-class CalibrationFigures:
-    """The newest full calibration of the default judge (``JudgeCalibration``)."""
-
-    set_name: str
-    set_version: int
-    n: int
-    kappa: float | None
-    kappa_low: float | None
-    kappa_high: float | None
-    weighted_kappa: float | None
-    weighted_low: float | None
-    weighted_high: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class LeaderboardData:
     board: Leaderboard
     contamination: Contamination
@@ -114,7 +99,8 @@ class LeaderboardData:
     prompt_version: str
     baselines: Baselines | None = None
     diagnostics: BoardDiagnostics | None = None
-    calibration: CalibrationFigures | None = None
+    calibration: JudgeCalibrationView | None = None
+    """The default judge's run the gate reads (None: uncalibrated)."""
 
 
 async def _scores_by_model(
@@ -209,6 +195,7 @@ async def leaderboard(
     gap_threshold: float,
     baselines: bool = False,
     diagnostics: bool = False,
+    calibration: JudgeCalibrationView | None = None,
 ) -> LeaderboardData:
     """The leaderboard from the verdicts of the ``judges`` (a panel, or one judge) under
     ``prompt_version`` and the reviewers' scores, with the current anchor designation, the
@@ -247,41 +234,7 @@ async def leaderboard(
     )
     extra = _baselines(fixed) if baselines else None
     found = board_diagnostics(board) if diagnostics else None
-    figures = await judge_calibration(db, judge=judges.default, prompt_version=prompt_version)
-    return LeaderboardData(board, contamination, judges, prompt_version, extra, found, figures)
-
-
-async def judge_calibration(
-    db: AsyncSession, *, judge: str, prompt_version: str
-) -> CalibrationFigures | None:
-    """The newest full run of ``judge`` under ``prompt_version`` on a calibration set."""
-    row = (
-        await db.execute(
-            select(JudgeCalibration, CalibrationSet.name, CalibrationSet.version)
-            .join(CalibrationSet, CalibrationSet.id == JudgeCalibration.set_id)
-            .where(
-                JudgeCalibration.judge == judge,
-                JudgeCalibration.prompt_version == prompt_version,
-                JudgeCalibration.kind == CalibrationKind.FULL.value,
-            )
-            .order_by(JudgeCalibration.created_at.desc())
-            .limit(1)
-        )
-    ).first()
-    if row is None:
-        return None
-    run, name, version = row.tuple()
-    return CalibrationFigures(
-        set_name=name,
-        set_version=version,
-        n=run.n,
-        kappa=run.kappa,
-        kappa_low=run.kappa_low,
-        kappa_high=run.kappa_high,
-        weighted_kappa=run.weighted_kappa,
-        weighted_low=run.weighted_low,
-        weighted_high=run.weighted_high,
-    )
+    return LeaderboardData(board, contamination, judges, prompt_version, extra, found, calibration)
 
 
 def _judge_panels(
