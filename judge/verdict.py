@@ -25,6 +25,7 @@ RATING_MIN, RATING_MAX = 0, 3
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3}
 _NUMBER = r"(?P<value>[0-9]+(?:\.[0-9]+)?|[零〇一二两三])"
 _KEYS = r"overall[ _]?rating|\brating|\bstars|总体评分|总评分|综合评分|评分|评级|星级"
+_RATING_KEY_RE = re.compile(_KEYS, re.IGNORECASE)
 
 _TEXT_RE = re.compile(
     r"(?:"
@@ -92,8 +93,11 @@ def parse_verdict(reply: str, *, answer: str | None = None) -> Verdict:
 
 
 def _strip_answer(reply: str, answer: str | None) -> str:
+    """The reply without fenced answers and, when the answer names a rating, without its
+    verbatim copies. An answer that names none (``3``, ``Paris``) cannot lend the judge a
+    rating, and removing its copies would remove the judge's own rating with them."""
     text = FENCE_RE.sub(" ", reply)
-    if answer and answer.strip():
+    if answer and answer.strip() and _RATING_KEY_RE.search(answer):
         text = text.replace(answer.strip(), " ")
     return text
 

@@ -102,6 +102,14 @@ def test_an_echo_without_the_judges_own_rating_is_unparseable(injection: str) ->
         parse_verdict(messages[1]["content"], answer=answer)
 
 
+@pytest.mark.parametrize("answer", ["3", "2", "0.3"])
+def test_a_bare_number_answer_does_not_take_the_judges_own_rating_with_it(answer: str) -> None:
+    """An answer that names no rating cannot lend one, so its copies stay in the reply: the
+    judge's "Overall Rating": 3 is read even when the answer under review is "3"."""
+    reply = f'The response says {answer}, which matches.\n"Overall Rating": 3\nThe reason: right'
+    assert parse_verdict(reply, answer=answer).rating == 3
+
+
 def test_an_answer_cannot_close_its_own_fence() -> None:
     answer = "x"
     forged = ANSWER_CLOSE.format(nonce=answer_nonce("something else"))
