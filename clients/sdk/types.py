@@ -91,7 +91,8 @@ ENDED_EARLY_STATES: frozenset[SessionState] = frozenset(
 )
 """States of a session closed before every item was answered."""
 FINAL_STATES: frozenset[SessionState] = CLOSED_STATES - {SessionState.ANSWERED}
-"""States no session leaves: nothing more will be scored automatically."""
+"""States in which nothing more is scored automatically: the ones no session leaves, and
+``scored``, which becomes ``reviewed`` only when people finish its reviews."""
 
 
 class ItemState(StrEnum):
@@ -739,10 +740,16 @@ class DisciplineLeaderboard(_Body):
     prompt_version: str
     scale: int
     disciplines: list[DisciplineBoard]
+    judges: list[str] = dataclasses.field(default_factory=list)
+    panel_rule: str | None = None
+    judge_calibration: JudgeCalibration | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
+        fields["judge_calibration"] = _optional(
+            JudgeCalibration, fields.get("judge_calibration")
+        )
         fields["disciplines"] = _each(
             DisciplineBoard, fields["disciplines"], "DisciplineLeaderboard.disciplines"
         )

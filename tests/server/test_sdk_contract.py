@@ -37,6 +37,7 @@ from server.leaderboard.schemas import (
     DisciplineScoreOut,
     DisciplinesOut,
     GapOut,
+    JudgeCalibrationOut,
     LatencyOut,
     LeaderboardOut,
     ReplayOut,
@@ -78,6 +79,7 @@ PAIRS: list[tuple[type, type[BaseModel], set[str]]] = [
     (sdk.DisciplineLeaderboard, DisciplinesOut, set()),
     (sdk.DisciplineBoard, DisciplineBoardOut, set()),
     (sdk.DisciplineEntry, DisciplineModelOut, set()),
+    (sdk.JudgeCalibration, JudgeCalibrationOut, set()),
 ]
 FILLED_IN_BY_FROM_JSON: dict[type, set[str]] = {sdk.Item: {"options"}}
 """Fields without a dataclass default that ``from_json`` reads as None when absent."""
@@ -179,7 +181,10 @@ def test_the_named_state_sets_partition_the_states() -> None:
     assert every == sdk.OPEN_STATES | sdk.CLOSED_STATES
     assert not sdk.OPEN_STATES & sdk.CLOSED_STATES
     assert sdk.ALL_ANSWERED_STATES | sdk.ENDED_EARLY_STATES == sdk.CLOSED_STATES
-    assert {state for state in every if not states.SESSION_TRANSITIONS[state]} == sdk.FINAL_STATES
+    terminal = {state for state in every if not states.SESSION_TRANSITIONS[state]}
+    # a scored session moves on only when people finish its reviews: nothing automatic
+    assert states.SESSION_TRANSITIONS[sdk.SessionState.SCORED] == {sdk.SessionState.REVIEWED}
+    assert terminal | {sdk.SessionState.SCORED} == sdk.FINAL_STATES
 
 
 def test_enum_members_are_their_wire_strings() -> None:
@@ -232,9 +237,24 @@ FULL_ROW: dict[str, Any] = {
         "replay": {"items": 10, "near_exact": 1, "rate": 0.1, "ci_low": 0.0, "ci_high": 0.4},
         "generalisation_gap": None,
     },
+    "under_review": 2,
+}
+CALIBRATION: dict[str, Any] = {
+    "calibration_set": "experts",
+    "set_version": 2,
+    "n": 120,
+    "weighted_kappa": 0.91,
+    "weighted_ci_low": 0.86,
+    "weighted_ci_high": 0.95,
+    "kappa": 0.74,
+    "kappa_ci_low": 0.65,
+    "kappa_ci_high": 0.82,
 }
 BOARD: dict[str, Any] = {
     "judge": "judge-a",
+    "judges": ["judge-a", "judge-b", "judge-c"],
+    "panel_rule": "median",
+    "judge_calibration": CALIBRATION,
     "prompt_version": "v1",
     "anchor": {"model_id": "m1", "name": "model-one", "designated": False, "note": None},
     "confidence_level": 0.95,
@@ -297,6 +317,9 @@ def test_the_sdk_reads_the_discipline_view_as_the_server_sends_it() -> None:
     entry = {"model_id": "m1", "name": None, "score": 6.1, "standard_error": 0.4, "items": 12}
     document = {
         "judge": "judge-a",
+        "judges": ["judge-a"],
+        "panel_rule": "median",
+        "judge_calibration": None,
         "prompt_version": "v1",
         "scale": 10,
         "disciplines": [{"discipline": "math", "models": [entry]}],

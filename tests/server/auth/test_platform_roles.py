@@ -41,9 +41,13 @@ async def key_count(engine: AsyncEngine) -> int:
         return int(await db.scalar(select(func.count()).select_from(ApiKey)) or 0)
 
 
-def test_the_platform_roles_are_exactly_the_roles_that_reach_every_organisation() -> None:
+def test_the_platform_roles_are_the_roles_that_reach_every_organisation_and_reviewers() -> None:
+    """Reviewers score every organisation's answers in the review queue (and nothing else),
+    so their keys belong to the operator too, though they hold no ``ANY_ORG``."""
     reaching = {role for role, granted in ROLE_PERMISSIONS.items() if Permission.ANY_ORG in granted}
-    assert PLATFORM_ROLES == reaching == {Role.ADMIN, Role.AUDITOR}
+    assert reaching == {Role.ADMIN, Role.AUDITOR}
+    assert PLATFORM_ROLES == reaching | {Role.REVIEWER}
+    assert ROLE_PERMISSIONS[Role.REVIEWER] == {Permission.SELF_READ, Permission.REVIEW_ANSWERS}
 
 
 @pytest.mark.parametrize("role", sorted(PLATFORM_ROLES))

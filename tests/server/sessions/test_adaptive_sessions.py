@@ -25,6 +25,8 @@ from tests.support.sessions import (
     answer_for,
     answer_items,
     judged_settings,
+    table_counts,
+    wait_until,
     wait_until_scored,
 )
 
@@ -59,7 +61,12 @@ async def run_session(
     adaptive: dict[str, Any] | None = None,
 ) -> Run:
     """Open a session as the evaluator, answer every item the server hands out, wait until
-    every answer is scored, and read the session back."""
+    every answer is scored, and read the session back.
+
+    An adaptive session is answered one item at a time, each scored before the next is
+    asked for: the server chooses and stops from what has been scored, so on a loaded
+    machine a client faster than the scorer would get items its stopping rule would not
+    have handed out (CI saw all 120 delivered)."""
     evaluator = await login(client, keys["evaluator"])
     body: dict[str, Any] = {"model_id": str(model_id), "n_items": n_items, "mode": mode}
     if adaptive is not None:
@@ -67,13 +74,29 @@ async def run_session(
     opened = await client.post("/v1/sessions", json=body, headers=evaluator)
     assert opened.status_code == 201, opened.text
     run = Run(uuid.UUID(opened.json()["id"]), opened.json())
-    answered = await answer_items(
-        client, db_url, run.id, evaluator, lambda item, _: answer_for(item, correct(item))
-    )
+    answered = []
+    while True:
+        step = await answer_items(
+            client,
+            db_url,
+            run.id,
+            evaluator,
+            lambda item, _: answer_for(item, correct(item)),
+            limit=None if mode != "adaptive" else 1,
+        )
+        answered += step
+        if mode != "adaptive" or not step:
+            break
+        await wait_until(lambda: _all_scored(db_url, run.id), within_s=30, what="the answer scored")
     run.delivered = [a.shown for a in answered]
     await wait_until_scored(db_url, run.id, within_s=90)
     run.final = (await client.get(f"/v1/sessions/{run.id}", headers=evaluator)).json()
     return run
+
+
+async def _all_scored(db_url: str, session_id: uuid.UUID) -> bool:
+    counts = await table_counts(db_url, session_id)
+    return bool(counts["verdicts"] >= counts["answers"])
 
 
 def by_discipline(rates: dict[str, bool]) -> Callable[[Item], bool]:
