@@ -46,7 +46,7 @@ def test_the_platform_roles_are_the_roles_that_reach_every_organisation_and_revi
     so their keys belong to the operator too, though they hold no ``ANY_ORG``."""
     reaching = {role for role, granted in ROLE_PERMISSIONS.items() if Permission.ANY_ORG in granted}
     assert reaching == {Role.ADMIN, Role.AUDITOR}
-    assert PLATFORM_ROLES == reaching | {Role.REVIEWER}
+    assert reaching | {Role.REVIEWER} == PLATFORM_ROLES
     assert ROLE_PERMISSIONS[Role.REVIEWER] == {Permission.SELF_READ, Permission.REVIEW_ANSWERS}
 
 
