@@ -747,9 +747,7 @@ class DisciplineLeaderboard(_Body):
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         fields = _known(cls, data)
-        fields["judge_calibration"] = _optional(
-            JudgeCalibration, fields.get("judge_calibration")
-        )
+        fields["judge_calibration"] = _optional(JudgeCalibration, fields.get("judge_calibration"))
         fields["disciplines"] = _each(
             DisciplineBoard, fields["disciplines"], "DisciplineLeaderboard.disciplines"
         )
