@@ -189,3 +189,17 @@ def test_enumeration_detects_a_variance_without_the_fpc() -> None:
         )
     ]
     assert float(np.mean(no_fpc)) - true_variance > 1e-3
+
+
+@given(sizes=st.lists(st.integers(1, 500), min_size=1, max_size=12))
+def test_strata_all_right_or_all_wrong_estimate_exactly_one_or_zero(sizes: list[int]) -> None:
+    """A weighted mean of equal stratum means is that mean exactly, not one ulp above (the
+    estimate of a model right on every item is 100 points, never 100.00000000000003)."""
+    for score in (0.0, 1.0):
+        tallies: dict[Hashable, StratumTally] = {}
+        for h, size in enumerate(sizes):
+            tally = StratumTally(size=size)
+            for _ in range(min(size, 3)):
+                tally.add(score)
+            tallies[h] = tally
+        assert stratified_estimate(tallies).mean == score
