@@ -30,6 +30,7 @@ from server.bank_items.endpoints import router as bank_items_router
 from server.calibration.drift import drift_forever
 from server.calibration.endpoints import router as calibration_router
 from server.config import Settings, get_settings
+from server.console.app import install_console
 from server.database import unit_of_work, warn_if_privileged
 from server.health.endpoints import router as health_router
 from server.health.job import health_forever
@@ -158,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         review_router,
     ):
         app.include_router(router)
+    install_console(app)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.
     app.add_middleware(
         RequestGuard,

@@ -313,6 +313,15 @@ class Settings(BaseSettings):
     """Points by which a model's generalisation gap may exceed the median gap before it is
     flagged (public sessions versus the private anchor set)."""
 
+    # --- admin console (see server/console, docs/console.md) ---
+    console_idle_s: int = Field(1800, ge=60, le=86_400)
+    """A console login ends after this many seconds without a request."""
+    console_max_age_s: int = Field(43_200, ge=300, le=7 * 86_400)
+    """A console login ends this many seconds after it began, however busy."""
+    console_secure_cookie: bool = False
+    """Mark the console's cookie ``Secure`` on every response, not only on requests that
+    came over HTTPS (set it behind a TLS-terminating proxy that does not pass the scheme)."""
+
     # --- adaptive sessions (see server/sessions/adaptive.py, bank/adaptive) ---
     adaptive_policy: AdaptivePolicy = AdaptivePolicy.NEYMAN_IRT
     """The default policy of ``mode: adaptive`` sessions."""

@@ -38,3 +38,22 @@ class RevokedToken(Base):
     jti: Mapped[str] = mapped_column(String(64), primary_key=True)
     revoked_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime]
+
+
+class ConsoleLogin(Base):
+    """A browser's login to the admin console (``server.console``): the server-side session a
+    cookie refers to. Only the SHA-256 of the cookie's secret is stored (``id``); the row
+    dies with its API key (``ON DELETE CASCADE``; a revoked key is refused at every request),
+    at logout (deleted), after ``console_idle_s`` without a request and after
+    ``console_max_age_s`` whatever happens."""
+
+    __tablename__ = "console_logins"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
+    )
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    """The synchronizer token every state-changing form of this login must carry."""
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)

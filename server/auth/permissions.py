@@ -63,6 +63,12 @@ class Permission(StrEnum):
     """Read the judges' calibrations, gate and drift status, and reviewer agreement."""
     JUDGE_MANAGE = "judge:manage"
     """Freeze calibration sets and run judges on them."""
+    ORGS_READ = "orgs:read"
+    """List organisations, their quotas and their keys (prefix, role, state; never a key)."""
+    ORGS_MANAGE = "orgs:manage"
+    """Create organisations, set their quotas, create and revoke API keys."""
+    BANK_IMPORT = "bank:import"
+    """Import items into the bank (all-or-nothing)."""
 
 
 _OWN_ORG_WORK = frozenset(
@@ -101,6 +107,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             Permission.SCORES_LIVE,
             Permission.BANK_HEALTH_READ,
             Permission.JUDGE_READ,
+            Permission.ORGS_READ,
         }
     ),
     Role.ADMIN: frozenset(Permission),

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.database import utcnow
 from bank.upsert import insert_ignore
+from server.auth.console_logins import close_logins_of_key
 from server.auth.keys import MAX_KEY_LENGTH, display_prefix, generate_api_key, hash_api_key
 from server.auth.models import ApiKey, RevokedToken
 from server.auth.permissions import PLATFORM_ROLES, Principal, Role
@@ -166,6 +167,7 @@ async def revoke_api_key(session: AsyncSession, *, key_id: uuid.UUID) -> None:
     )
     if not result.rowcount and await session.get(ApiKey, key_id) is None:  # type: ignore[attr-defined]
         raise NotFound(f"no API key {key_id}")
+    await close_logins_of_key(session, key_id=key_id)
 
 
 async def refresh_token(
@@ -199,3 +201,11 @@ def principal_from(claims: TokenClaims) -> Principal:
         expires_at=datetime.fromtimestamp(claims.exp, UTC),
         session_id=claims.sid,
     )
+
+
+async def list_api_keys(session: AsyncSession, *, org_id: uuid.UUID) -> list[ApiKey]:
+    """Organisation ``org_id``'s API keys, newest first (hashes and prefixes, never keys)."""
+    result = await session.execute(
+        select(ApiKey).where(ApiKey.org_id == org_id).order_by(ApiKey.created_at.desc())
+    )
+    return list(result.scalars())

@@ -454,3 +454,27 @@ async def refresh_health(
             )
         snapshot_id = snapshot.id
     return RefreshOutcome(snapshot_id, new, flagged, held_back)
+
+
+@dataclass(frozen=True, slots=True)
+class BankFigures:
+    """The bank-level figures of the newest snapshot, without its per-item report."""
+
+    computed_at: datetime
+    population: str
+    figures: dict[str, Any]
+
+
+async def latest_bank_figures(db: AsyncSession) -> BankFigures | None:
+    """The newest snapshot's bank figures (``latest_snapshot`` without the item report,
+    which on a large bank is megabytes of JSON)."""
+    row = (
+        await db.execute(
+            select(HealthSnapshot.computed_at, HealthSnapshot.population_text, HealthSnapshot.bank)
+            .order_by(HealthSnapshot.computed_at.desc(), HealthSnapshot.id)
+            .limit(1)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return BankFigures(computed_at=row[0], population=row[1], figures=dict(row[2] or {}))

@@ -22,6 +22,10 @@ class Organisation(Base):
     is_operator: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     """The operator's own organisation: the only one whose keys may be platform roles
     (admin, auditor), which act on every organisation. At most one."""
+    max_concurrent_sessions: Mapped[int | None] = mapped_column(nullable=True)
+    """This organisation's open-session quota; None: the ``max_concurrent_sessions`` setting."""
+    max_sessions_per_period: Mapped[int | None] = mapped_column(nullable=True)
+    """Sessions it may open per ``session_period_s``; None: ``max_sessions_per_period``."""
 
     __table_args__ = (
         Index(

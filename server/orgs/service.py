@@ -13,6 +13,7 @@ from server.errors import Conflict, InvalidInput, NotFound
 from server.orgs.models import Organisation
 
 MAX_NAME = 200
+MAX_QUOTA = 1_000_000
 
 
 class OrgOwned(Protocol):
@@ -84,3 +85,36 @@ async def find_operator_org(session: AsyncSession) -> Organisation | None:
     """The operator's organisation (``Organisation.is_operator``), or None if there is none."""
     result = await session.execute(select(Organisation).where(Organisation.is_operator))
     return result.scalar_one_or_none()
+
+
+async def list_orgs(session: AsyncSession) -> list[Organisation]:
+    """Every organisation, the operator's first, then by name."""
+    result = await session.execute(
+        select(Organisation).order_by(Organisation.is_operator.desc(), Organisation.name)
+    )
+    return list(result.scalars())
+
+
+async def set_quotas(
+    session: AsyncSession,
+    *,
+    org_id: uuid.UUID,
+    max_concurrent_sessions: int | None,
+    max_sessions_per_period: int | None,
+) -> Organisation:
+    """Set (or, with None, clear back to the settings' defaults) organisation ``org_id``'s
+    session quotas; ``InvalidInput`` for a quota below 1, ``NotFound`` for no such
+    organisation. Checked at the next session creation (``create_session``)."""
+    for name, value in (
+        ("max_concurrent_sessions", max_concurrent_sessions),
+        ("max_sessions_per_period", max_sessions_per_period),
+    ):
+        if value is not None and not 1 <= value <= MAX_QUOTA:
+            raise InvalidInput(f"{name} must be between 1 and {MAX_QUOTA}, got {value}")
+    org = await session.get(Organisation, org_id)
+    if org is None:
+        raise NotFound(f"no organisation {org_id}")
+    org.max_concurrent_sessions = max_concurrent_sessions
+    org.max_sessions_per_period = max_sessions_per_period
+    await session.flush()
+    return org

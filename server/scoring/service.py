@@ -311,3 +311,48 @@ async def progress(
         needs_review=len(scores) - len(given),
         points=sum(given),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """The scoring outbox as a whole: what waits, how long the oldest has waited, and the
+    jobs that keep failing (a failing judge or worker)."""
+
+    queued: int
+    leased: int
+    oldest_queued_at: datetime | None
+    failing: int
+    """Jobs not done after ``FAILING_ATTEMPTS`` attempts or more."""
+    last_error: str | None
+    """The error of the most recently failed job that is not done (first line)."""
+
+
+FAILING_ATTEMPTS = 3
+
+
+async def queue_status(db: AsyncSession) -> QueueStatus:
+    """Counts over the scoring outbox (``QueueStatus``) in two statements."""
+    pending = ScoringJob.state != "done"
+    queued, leased, oldest, failing = (
+        await db.execute(
+            select(
+                func.count().filter(ScoringJob.state == "queued"),
+                func.count().filter(ScoringJob.state == "leased"),
+                func.min(ScoringJob.created_at).filter(ScoringJob.state == "queued"),
+                func.count().filter(pending, ScoringJob.attempts >= FAILING_ATTEMPTS),
+            ).where(pending)
+        )
+    ).one()
+    error = await db.scalar(
+        select(ScoringJob.last_error)
+        .where(pending, ScoringJob.last_error.is_not(None))
+        .order_by(ScoringJob.id.desc())
+        .limit(1)
+    )
+    return QueueStatus(
+        queued=queued,
+        leased=leased,
+        oldest_queued_at=oldest,
+        failing=failing,
+        last_error=error.splitlines()[0][:300] if error else None,
+    )

@@ -9,7 +9,7 @@ token. Services flush; the request's unit of work commits.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +40,7 @@ from server.errors import (
     SessionInUse,
     TooManyRequests,
 )
+from server.orgs.models import Organisation
 from server.orgs.service import get_visible
 from server.registry.service import get_model
 from server.review.sampling import ReviewPolicy
@@ -181,9 +182,26 @@ async def _draw_from_item_set(
     return await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
 
 
+async def org_limits(
+    db: AsyncSession, *, org_id: uuid.UUID, limits: SessionLimits
+) -> SessionLimits:
+    """``limits`` with organisation ``org_id``'s own session quotas where it has them."""
+    org = await db.get(Organisation, org_id)
+    if org is None:
+        return limits
+    return replace(
+        limits,
+        max_concurrent=org.max_concurrent_sessions or limits.max_concurrent,
+        max_per_period=org.max_sessions_per_period or limits.max_per_period,
+    )
+
+
 async def _check_org_quotas(
     db: AsyncSession, *, org_id: uuid.UUID, limits: SessionLimits, now: datetime
 ) -> None:
+    """409 past the organisation's open-session quota, 429 past its sessions per period:
+    its own quotas (``Organisation.max_*``, set in the console) where set, else ``limits``."""
+    limits = await org_limits(db, org_id=org_id, limits=limits)
     n_open = await db.scalar(
         select(func.count()).where(
             EvalSession.org_id == org_id, EvalSession.state.in_(OPEN_STATE_VALUES)
@@ -606,3 +624,12 @@ async def list_sessions(
     if state is not None:
         statement = statement.where(EvalSession.state == state.value)
     return list((await db.execute(statement)).scalars().all())
+
+
+async def count_by_state(db: AsyncSession, *, principal: Principal) -> dict[SessionState, int]:
+    """How many sessions ``principal`` may see are in each state (every state listed)."""
+    statement = select(EvalSession.state, func.count()).group_by(EvalSession.state)
+    if not principal.can(Permission.ANY_ORG):
+        statement = statement.where(EvalSession.org_id == principal.org_id)
+    counts = {SessionState(state): n for state, n in (await db.execute(statement)).tuples()}
+    return {state: counts.get(state, 0) for state in SessionState}
