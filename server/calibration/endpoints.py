@@ -41,16 +41,7 @@ async def read_judges(db: DbSession, runtime: RuntimeDep, _: JudgeReader) -> Jud
         if report.set_id is not None and report.set_name and report.set_version
         else None
     )
-    runs = {
-        row.id: row
-        for row in (
-            await db.execute(
-                select(JudgeCalibration).where(
-                    JudgeCalibration.id.in_([g.run.id for g in report.judges if g.run])
-                )
-            )
-        ).scalars()
-    }
+    runs = await service.runs_by_id(db, run_ids=[g.run.id for g in report.judges if g.run])
     return JudgesOut(
         calibration_set=calibration_set,
         min_kappa=report.min_kappa,

@@ -22,11 +22,12 @@ import os
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import load_only
 
 from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 from bank.models import Item
@@ -34,7 +35,7 @@ from clients.llm.traces import split_reasoning
 from server.calibration.models import CalibrationAnswer, CalibrationSet, CalibrationSource
 from server.registry.models import RegisteredModel
 from server.review.models import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
-from server.scoring.models import Verdict
+from server.scoring.models import JudgeCalibration, Verdict
 from server.sessions.models import Answer, EvalSession
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("question", "reference", "answer", "human_score")
@@ -405,3 +406,36 @@ async def list_sets(db: AsyncSession) -> list[CalibrationSet]:
             )
         ).scalars()
     )
+
+
+async def runs_by_id(
+    db: AsyncSession, *, run_ids: Collection[uuid.UUID]
+) -> dict[uuid.UUID, JudgeCalibration]:
+    """The stored runs of ``run_ids`` (with the judge's score of every answer), by id; ids
+    with no run are left out."""
+    if not run_ids:
+        return {}
+    rows = await db.execute(select(JudgeCalibration).where(JudgeCalibration.id.in_(run_ids)))
+    return {row.id: row for row in rows.scalars()}
+
+
+async def answer_labels(db: AsyncSession, *, set_id: uuid.UUID) -> list[CalibrationAnswer]:
+    """The answers of a set by index with their human score, discipline, model family and
+    cluster only (what per-group kappas need): the texts are not read, and touching one
+    raises."""
+    rows = await db.execute(
+        select(CalibrationAnswer)
+        .options(
+            load_only(
+                CalibrationAnswer.index,
+                CalibrationAnswer.human_score,
+                CalibrationAnswer.discipline,
+                CalibrationAnswer.model_family,
+                CalibrationAnswer.cluster,
+                raiseload=True,
+            )
+        )
+        .where(CalibrationAnswer.set_id == set_id)
+        .order_by(CalibrationAnswer.index)
+    )
+    return list(rows.scalars())
