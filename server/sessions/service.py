@@ -9,6 +9,7 @@ token. Services flush; the request's unit of work commits.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -614,15 +615,40 @@ async def list_sessions(
     org_id: uuid.UUID | None = None,
     state: SessionState | None = None,
     limit: int = 100,
+    offset: int = 0,
+    model_id: uuid.UUID | None = None,
+    mode: SessionMode | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    states: Collection[SessionState] | None = None,
 ) -> list[EvalSession]:
-    """Sessions visible to ``principal``, newest first."""
-    statement = select(EvalSession).order_by(EvalSession.created_at.desc()).limit(limit)
+    """Sessions visible to ``principal``, newest first: ``limit`` of them from ``offset``,
+    of organisation ``org_id`` (ignored for roles without ``Permission.ANY_ORG``, who see
+    their own organisation's only), in ``state`` (and in one of ``states``), of model
+    ``model_id``, in ``mode``, and created at or after ``created_after`` and before
+    ``created_before``."""
+    statement = (
+        select(EvalSession)
+        .order_by(EvalSession.created_at.desc(), EvalSession.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
     if not principal.can(Permission.ANY_ORG):
         statement = statement.where(EvalSession.org_id == principal.org_id)
     elif org_id is not None:
         statement = statement.where(EvalSession.org_id == org_id)
     if state is not None:
         statement = statement.where(EvalSession.state == state.value)
+    if states is not None:
+        statement = statement.where(EvalSession.state.in_([s.value for s in states]))
+    if model_id is not None:
+        statement = statement.where(EvalSession.model_id == model_id)
+    if mode is not None:
+        statement = statement.where(EvalSession.mode == mode.value)
+    if created_after is not None:
+        statement = statement.where(EvalSession.created_at >= created_after)
+    if created_before is not None:
+        statement = statement.where(EvalSession.created_at < created_before)
     return list((await db.execute(statement)).scalars().all())
 
 
@@ -633,3 +659,24 @@ async def count_by_state(db: AsyncSession, *, principal: Principal) -> dict[Sess
         statement = statement.where(EvalSession.org_id == principal.org_id)
     counts = {SessionState(state): n for state, n in (await db.execute(statement)).tuples()}
     return {state: counts.get(state, 0) for state in SessionState}
+
+
+async def session_token_ids(
+    db: AsyncSession, *, principal: Principal, session_id: uuid.UUID
+) -> list[str]:
+    """The ids (``jti``) of the tokens this server knows to have driven session
+    ``session_id``: the holder of its lease and every token that submitted one of its
+    answers (``Answer.submitted_by``), sorted; ``NotFound`` if ``principal`` may not see the
+    session.
+
+    Tokens are stateless (JWT) and no token issued is recorded, session-scoped or not: a
+    token scoped to this session that never drove it is not found here. Such a token can
+    only read this session and drive it while it is open; aborting the session refuses
+    every token's work on it. A token found here may be one of the organisation's unscoped
+    tokens, which then drove other sessions too."""
+    record = await get_session(db, principal=principal, session_id=session_id)
+    submitters = select(Answer.submitted_by).where(Answer.session_id == record.id).distinct()
+    found = set((await db.execute(submitters)).scalars())
+    if record.lease_jti is not None:
+        found.add(record.lease_jti)
+    return sorted(found)
