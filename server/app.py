@@ -25,12 +25,14 @@ from server.api.problems import install_problem_handlers
 from server.api.runtime import Runtime, build_runtime
 from server.audit.endpoints import router as audit_router
 from server.audit.middleware import AuditMiddleware
+from server.auth.console_logins import delete_ended_logins
 from server.auth.endpoints import router as auth_router
 from server.bank_items.endpoints import router as bank_items_router
 from server.calibration.drift import drift_forever
 from server.calibration.endpoints import router as calibration_router
 from server.config import Settings, get_settings
 from server.console.app import install_console
+from server.console.dependencies import login_limits
 from server.database import unit_of_work, warn_if_privileged
 from server.health.endpoints import router as health_router
 from server.health.job import health_forever
@@ -67,14 +69,17 @@ async def check_durability(engine: AsyncEngine) -> None:
 
 
 async def sweep_forever(runtime: Runtime) -> None:
-    """Every ``sweep_interval_s`` seconds: expire sessions past their deadline and refresh
-    the judges of new answers (a calibration or a drift may have changed them)."""
+    """Every ``sweep_interval_s`` seconds: expire sessions past their deadline, refresh
+    the judges of new answers (a calibration or a drift may have changed them) and delete
+    ended console logins."""
     while True:
         await asyncio.sleep(runtime.settings.sweep_interval_s)
         try:
             async with unit_of_work(runtime.engine) as db:
-                n = await expire_overdue(db, now=datetime.now(UTC))
+                now = datetime.now(UTC)
+                n = await expire_overdue(db, now=now)
                 runtime.judging = await assign_judges(db, runtime.settings)
+                await delete_ended_logins(db, now=now, limits=login_limits(runtime.settings))
             if n:
                 log.info("expired %d sessions past their deadline", n)
         except Exception:

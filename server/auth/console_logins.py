@@ -33,6 +33,14 @@ TOUCH_EVERY = timedelta(seconds=30)
 SECRET_BYTES = 32
 
 
+class LoginEnded(Unauthorized):
+    """A console login that existed but has ended (idle, too old, or its key revoked)."""
+
+    def __init__(self, login: str) -> None:
+        super().__init__("your console login has ended; log in again")
+        self.login = login
+
+
 @dataclass(frozen=True, slots=True)
 class LoginLimits:
     idle: timedelta
@@ -99,9 +107,10 @@ async def _live_key(db: AsyncSession, *, api_key: str) -> ApiKey:
 async def resolve_login(
     db: AsyncSession, *, secret: str, now: datetime, limits: LoginLimits
 ) -> ConsoleUser:
-    """The user of cookie secret ``secret``; ``Unauthorized`` if there is no such login, or
-    it is idle past ``limits.idle`` or older than ``limits.max_age`` (then it is deleted),
-    or its key was revoked. Refreshes ``last_seen_at`` (at most every ``TOUCH_EVERY``)."""
+    """The user of cookie secret ``secret``; ``Unauthorized`` if there is no such login;
+    ``LoginEnded`` if it is idle past ``limits.idle``, older than ``limits.max_age`` or its
+    key was revoked (``delete_ended_logins``, run by the server's sweeper, removes such
+    rows). Refreshes ``last_seen_at`` (at most every ``TOUCH_EVERY``)."""
     if not secret or len(secret) > 2 * SECRET_BYTES:
         raise Unauthorized("not logged in")
     found = (
@@ -116,8 +125,7 @@ async def resolve_login(
     login, key = found
     expired = now - login.last_seen_at > limits.idle or now - login.created_at > limits.max_age
     if expired or key.revoked_at is not None:
-        await db.execute(delete(ConsoleLogin).where(ConsoleLogin.id == login.id))
-        raise Unauthorized("your console login has ended; log in again")
+        raise LoginEnded(login.id)
     if now - login.last_seen_at > TOUCH_EVERY:
         await db.execute(
             update(ConsoleLogin).where(ConsoleLogin.id == login.id).values(last_seen_at=now)
@@ -142,3 +150,15 @@ async def close_login(db: AsyncSession, *, login: str) -> None:
 async def close_logins_of_key(db: AsyncSession, *, key_id: uuid.UUID) -> None:
     """End every console login of key ``key_id`` (when it is revoked)."""
     await db.execute(delete(ConsoleLogin).where(ConsoleLogin.key_id == key_id))
+
+
+async def delete_ended_logins(db: AsyncSession, *, now: datetime, limits: LoginLimits) -> int:
+    """Delete the logins that ``resolve_login`` would refuse for their age or idleness
+    (housekeeping: they are refused either way); returns how many."""
+    result = await db.execute(
+        delete(ConsoleLogin).where(
+            (ConsoleLogin.last_seen_at < now - limits.idle)
+            | (ConsoleLogin.created_at < now - limits.max_age)
+        )
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
