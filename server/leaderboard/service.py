@@ -9,12 +9,14 @@ the ranking; replay and anchor-set sessions feed only the contamination report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.models import Item
 from judge.contamination.generalisation_gap import GapReport, ScoreEstimate, generalisation_gap
 from judge.contamination.replay import ReplayRate, replay_rate
+from judge.prompts import PROMPT_VERSION
 from judge.ranking.leaderboard import (
     BoardDiagnostics,
     Leaderboard,
@@ -40,7 +43,8 @@ from judge.ranking.pairwise import (
     elo,
 )
 from judge.ranking.scores import MAX_SCORE
-from server.calibration.gate import JudgeCalibrationView
+from server.calibration.gate import JudgeCalibrationView, calibration_of
+from server.config import Settings
 from server.errors import NotFound
 from server.leaderboard.models import RankingAnchor
 from server.orgs.models import Organisation
@@ -52,6 +56,8 @@ from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -373,3 +379,225 @@ async def anchor_history(db: AsyncSession) -> list[RankingAnchor]:
     """Every anchor designation, newest first (the first is the current one)."""
     rows = await db.execute(select(RankingAnchor).order_by(RankingAnchor.id.desc()))
     return list(rows.scalars())
+
+
+async def configured_leaderboard(
+    db: AsyncSession,
+    *,
+    settings: Settings,
+    judges: JudgeAssignment,
+    baselines: bool = False,
+    diagnostics: bool = False,
+) -> LeaderboardData:
+    """``leaderboard`` as ``GET /v1/leaderboard`` builds it: the current prompt version,
+    the default judge's calibration, and the resamples and thresholds of ``settings``."""
+    return await leaderboard(
+        db,
+        judges=judges,
+        calibration=await calibration_of(db, settings, judges.default),
+        prompt_version=PROMPT_VERSION,
+        n_resamples=settings.leaderboard_resamples,
+        threshold=settings.leaderboard_tie_threshold,
+        gap_threshold=settings.contamination_gap_threshold,
+        baselines=baselines,
+        diagnostics=diagnostics,
+    )
+
+
+SESSION_Z = 1.959963984540054
+"""The normal quantile of a two-sided 95% interval."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionScore:
+    """One scored session's absolute score ``S`` (eq. 1, 0-100) over its scored answers,
+    with a normal-approximation 95% interval (mean ± 1.96 standard errors of its item
+    scores, clipped to 0-100)."""
+
+    session_id: uuid.UUID
+    created_at: datetime
+    mode: str
+    n_scored: int
+    score: float
+    ci_low: float
+    ci_high: float
+
+
+async def session_scores(
+    db: AsyncSession, *, model_id: uuid.UUID, judges: JudgeAssignment, prompt_version: str
+) -> list[SessionScore]:
+    """Every ``scored``/``reviewed`` session of ``model_id`` that has a scored answer,
+    oldest first, with ``S`` from the scores the leaderboard counts
+    (``server.scoring.effective``; answers waiting for review are left out). No visibility
+    check: the caller has checked the model may be seen."""
+    rows = await db.execute(
+        select(
+            EvalSession.id,
+            EvalSession.created_at,
+            EvalSession.mode,
+            Verdict.position,
+            Item.discipline,
+            Verdict.judge,
+            Verdict.score,
+        )
+        .join(Verdict, Verdict.session_id == EvalSession.id)
+        .join(
+            Answer,
+            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
+        )
+        .join(Item, Item.id == Answer.item_id)
+        .where(
+            EvalSession.model_id == model_id,
+            EvalSession.state.in_(SCORED_STATE_VALUES),
+            counting_verdicts(judges, prompt_version),
+        )
+        .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+    )
+    sessions: dict[uuid.UUID, tuple[datetime, str]] = {}
+    ratings: dict[tuple[uuid.UUID, int], AnswerRatings] = {}
+    for row in rows:
+        sessions.setdefault(row.id, (row.created_at, row.mode))
+        ratings.setdefault((row.id, row.position), AnswerRatings(row.discipline)).add(
+            row.judge, row.score
+        )
+    scores: dict[uuid.UUID, list[int]] = defaultdict(list)
+    for (session_id, _), answer in ratings.items():
+        score = answer.score(judges)
+        if score is not None:
+            scores[session_id].append(score)
+    return [
+        _session_score(session_id, created_at, mode, scores[session_id])
+        for session_id, (created_at, mode) in sessions.items()
+        if scores[session_id]
+    ]
+
+
+def _session_score(
+    session_id: uuid.UUID, created_at: datetime, mode: str, scores: list[int]
+) -> SessionScore:
+    n = len(scores)
+    scale = 100 / MAX_SCORE
+    mean = sum(scores) / n
+    variance = sum((s - mean) ** 2 for s in scores) / (n - 1) if n > 1 else 0.0
+    half = SESSION_Z * math.sqrt(variance / n) * scale
+    value = mean * scale
+    return SessionScore(
+        session_id=session_id,
+        created_at=created_at,
+        mode=mode,
+        n_scored=n,
+        score=value,
+        ci_low=max(0.0, value - half),
+        ci_high=min(100.0, value + half),
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Memoised reads: the same figures while the data they come from is unchanged
+# --------------------------------------------------------------------------- #
+
+MEMO_ENTRIES = 32
+"""Leaderboards and session-score lists kept per process (least recently used dropped)."""
+_memo: OrderedDict[Hashable, tuple[Hashable, Any]] = OrderedDict()
+
+
+async def data_version(db: AsyncSession) -> Hashable:
+    """A value that changes whenever an input of the leaderboard may have: a verdict added
+    or removed (its highest id and count), a session scored or reviewed, a review task
+    opened or closed, an anchor designated, a model registered; with the database's URL.
+    One statement of index-backed aggregates (a count of the verdicts is the dearest)."""
+    scored = EvalSession.state.in_(SCORED_STATE_VALUES)
+    is_open = ReviewTask.state == ReviewTaskState.OPEN.value
+    figures = (
+        await db.execute(
+            select(
+                select(func.max(Verdict.id)).scalar_subquery(),
+                select(func.count()).select_from(Verdict).scalar_subquery(),
+                select(func.count()).select_from(EvalSession).where(scored).scalar_subquery(),
+                select(func.count())
+                .select_from(EvalSession)
+                .where(EvalSession.state == SessionState.REVIEWED.value)
+                .scalar_subquery(),
+                select(func.count()).select_from(ReviewTask).where(is_open).scalar_subquery(),
+                select(func.count()).select_from(ReviewTask).scalar_subquery(),
+                select(func.max(RankingAnchor.id)).scalar_subquery(),
+                select(func.count()).select_from(RegisteredModel).scalar_subquery(),
+            )
+        )
+    ).one()
+    return (str(db.get_bind().engine.url), *figures)
+
+
+def _judges_key(judges: JudgeAssignment) -> Hashable:
+    return (judges.default, judges.panel, tuple(sorted(judges.by_discipline.items())), judges.rule)
+
+
+async def _memoised(db: AsyncSession, key: Hashable, compute: Callable[[], Awaitable[_T]]) -> _T:
+    """``compute()``'s value, reused while ``data_version`` is unchanged."""
+    version = await data_version(db)
+    found = _memo.get(key)
+    if found is not None and found[0] == version:
+        _memo.move_to_end(key)
+        value: _T = found[1]
+        return value
+    value = await compute()
+    _memo[key] = (version, value)
+    _memo.move_to_end(key)
+    while len(_memo) > MEMO_ENTRIES:
+        _memo.popitem(last=False)
+    return value
+
+
+async def cached_leaderboard(
+    db: AsyncSession,
+    *,
+    settings: Settings,
+    judges: JudgeAssignment,
+    baselines: bool = False,
+    diagnostics: bool = False,
+) -> LeaderboardData:
+    """``configured_leaderboard``, computed again only when ``data_version`` changes (the
+    judge's calibration is read fresh every time): the console reads the board on every
+    page view, and on a big deployment computing it takes seconds."""
+    key = (
+        "leaderboard",
+        _judges_key(judges),
+        PROMPT_VERSION,
+        settings.leaderboard_resamples,
+        settings.leaderboard_tie_threshold,
+        settings.contamination_gap_threshold,
+        baselines,
+        diagnostics,
+    )
+
+    async def compute() -> LeaderboardData:
+        return await leaderboard(
+            db,
+            judges=judges,
+            prompt_version=PROMPT_VERSION,
+            n_resamples=settings.leaderboard_resamples,
+            threshold=settings.leaderboard_tie_threshold,
+            gap_threshold=settings.contamination_gap_threshold,
+            baselines=baselines,
+            diagnostics=diagnostics,
+        )
+
+    data = await _memoised(db, key, compute)
+    calibration = await calibration_of(db, settings, judges.default)
+    return dataclasses.replace(data, calibration=calibration)
+
+
+async def cached_session_scores(
+    db: AsyncSession, *, model_id: uuid.UUID, judges: JudgeAssignment, prompt_version: str
+) -> list[SessionScore]:
+    """``session_scores``, computed again only when ``data_version`` changes."""
+    key = ("session_scores", model_id, _judges_key(judges), prompt_version)
+    return list(
+        await _memoised(
+            db,
+            key,
+            lambda: session_scores(
+                db, model_id=model_id, judges=judges, prompt_version=prompt_version
+            ),
+        )
+    )
