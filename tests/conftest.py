@@ -8,7 +8,9 @@ would let tests/bank shadow the real ``bank`` package.)
   ``postgres`` / ``redis`` markers on the tests that use them;
 * ``tests.support.database``: migrated SQLite/PostgreSQL databases, per-test sessions;
 * ``tests.support.api_fixtures``: a seeded database and the running app on each backend;
-* ``tests.support.fake_llm_fixtures``: the local LLM server (``llm``), one per module.
+* ``tests.support.fake_llm_fixtures``: the local LLM server (``llm``), one per module;
+* ``tests.support.browser_fixtures``: Debian's Chromium through Playwright (``chromium``)
+  and a live console server to drive (``console_site``).
 
 pytest calls only one ``pytest_collection_modifyitems`` per plugin; add a new fixture plugin
 module under tests/support/ rather than fixtures here.
@@ -19,4 +21,5 @@ pytest_plugins = [
     "tests.support.database",
     "tests.support.api_fixtures",
     "tests.support.fake_llm_fixtures",
+    "tests.support.browser_fixtures",
 ]

@@ -31,7 +31,9 @@ PAGE_HEADERS = {
     "content-security-policy": CONTENT_SECURITY_POLICY,
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # not no-referrer: under it Chromium sends ``Origin: null`` with form POSTs, and the
+    # console's own forms would fail the same-origin check
+    "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
 }
 

@@ -172,7 +172,7 @@ async def test_console_pages_send_the_security_headers(api: Api) -> None:
         assert "unsafe-inline" not in csp and "script-src 'self'" in csp, path
         assert "frame-ancestors 'none'" in csp
         assert response.headers["x-frame-options"] == "DENY"
-        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["referrer-policy"] == "same-origin"
         assert response.headers["cache-control"] == "no-store", path
     missing = await client.get("/console/no-such-page")
     assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]

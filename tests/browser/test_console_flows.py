@@ -1,0 +1,162 @@
+"""The admin console in a real browser: Debian's Chromium driven by Playwright against
+``proctor serve`` on 127.0.0.1 (PostgreSQL, Redis). Each flow is what a person does; each
+page visited leaves a screenshot in ``.ci/artifacts/console/``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from pathlib import Path
+
+import httpx
+from playwright.async_api import BrowserContext, Page, expect
+
+from clients.sdk import AsyncProctorClient
+from judge.prompts import PROMPT_VERSION
+from tests.support.browser_fixtures import JUDGE, ConsoleSite, screenshot_path
+from tests.support.review import add_task, add_verdict, reviewer_key
+
+HOSTILE = '<script>window.__pwned=1</script>"\'><img src=x onerror="window.__pwned=2">'
+
+
+async def log_in(page: Page, key: str) -> None:
+    """Log in through the form, as a person would."""
+    await page.goto("/console/login")
+    await page.fill("#api_key", key)
+    await page.click("button[type=submit]")
+
+
+async def shot(page: Page, name: str) -> Path:
+    """A full-page screenshot, kept as a test artifact."""
+    path = screenshot_path(name)
+    await page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+async def test_log_in_and_visit_every_page(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["admin"])
+    await expect(page.locator("h1")).to_have_text("Overview")
+    cookie = next(c for c in await browser_context.cookies() if c["name"] == "proctor_console")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if m.type == "error" else None)
+    for link in await page.locator("header nav a").all():
+        label = (await link.inner_text()).strip()
+        href = await link.get_attribute("href")
+        assert href is not None
+        response = await page.goto(href)
+        assert response is not None and response.status == 200, (href, response)
+        assert "content-security-policy" in response.headers
+        await shot(page, f"page-{label.lower().replace(' ', '-')}")
+    assert not [v for v in violations if "Content Security Policy" in v], violations
+
+
+async def test_a_phone_sized_screen_shows_the_overview(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await log_in(page, console_site.world.a.keys["admin"])
+    await expect(page.locator("h1")).to_have_text("Overview")
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways on a phone ({width} px)"
+    await shot(page, "phone-overview")
+
+
+async def test_a_vendor_cannot_log_in(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["vendor"])
+    await expect(page.locator(".error .detail")).to_contain_text("vendor keys cannot log in")
+    assert not [c for c in await browser_context.cookies() if c["name"] == "proctor_console"]
+    await page.goto("/console")
+    assert page.url.endswith("/console/login")
+
+
+async def test_watch_a_session_answer_live_then_abort_it(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    world = console_site.world
+    assert world.a.model_id is not None
+    async with AsyncProctorClient(console_site.url, world.a.keys["evaluator"]) as vendor:
+        session = await vendor.create_session(model_id=world.a.model_id, n_items=6)
+        page = await browser_context.new_page()
+        await log_in(page, world.a.keys["admin"])
+        await page.goto(f"/console/sessions/{session.id}")
+        await expect(page.locator("[data-live-status]")).to_have_text("live")
+        completed = page.locator("[data-field=n_completed]").first
+        await expect(completed).to_have_text("0")
+        for answered in range(1, 4):  # the page follows each answer without a reload
+            item = await vendor.next_item(session.id)
+            assert item is not None
+            await vendor.submit_answer(session.id, item, "The answer is (A).")
+            await expect(completed).to_have_text(str(answered))
+        await shot(page, "session-live")
+    page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.click("button:has-text('Abort session')")
+    await expect(page.locator("[data-field=state]").first).to_have_text("aborted")
+    await shot(page, "session-aborted")
+
+
+async def test_review_an_answer_and_see_its_score_change(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    world = console_site.world
+    assert world.a.model_id is not None
+    async with AsyncProctorClient(console_site.url, world.a.keys["evaluator"]) as vendor:
+        session = await vendor.create_session(model_id=world.a.model_id, n_items=2)
+        for _ in range(2):
+            item = await vendor.next_item(session.id)
+            assert item is not None
+            await vendor.submit_answer(session.id, item, HOSTILE)
+    session_id = uuid.UUID(str(session.id))
+    for position, score in ((0, 1), (1, 3)):
+        await add_verdict(
+            console_site.db_url,
+            session_id,
+            position,
+            judge=JUDGE,
+            score=score,
+            prompt_version=PROMPT_VERSION,
+        )
+    task = await add_task(console_site.db_url, session_id, 0)
+    page = await browser_context.new_page()
+    await log_in(page, await reviewer_key(console_site.db_url, world.a.id))
+    await expect(page.locator("h1")).to_contain_text("Review")
+    await page.goto(f"/console/review/{task}")
+    assert await page.evaluate("window.__pwned") is None  # the hostile answer stayed text
+    await expect(page.locator("main")).to_contain_text("<script>window.__pwned=1</script>")
+    await shot(page, "review-task")
+    await page.check("input[name=score][value='3']")
+    await page.fill("textarea[name=note]", "Right after all <b>bold</b>")
+    await page.click("button:has-text('Save score')")
+    await expect(page.locator(".notice.ok")).to_be_visible()
+    async with httpx.AsyncClient(base_url=console_site.url) as client:
+        token = (
+            await client.post("/v1/auth/token", json={"api_key": world.a.keys["admin"]})
+        ).json()["access_token"]
+        scoring = await client.get(
+            f"/v1/sessions/{session_id}/scoring", headers={"Authorization": f"Bearer {token}"}
+        )
+    assert scoring.json()["points"] == 6, json.dumps(scoring.json())
+
+
+async def test_forms_without_a_valid_csrf_token_are_refused(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["admin"])
+    await expect(page.locator("h1")).to_have_text("Overview")
+    for data in ({}, {"csrf_token": "forged"}):
+        response = await page.request.post("/console/logout", form=data)
+        assert response.status == 403, data
+    await page.goto("/console")
+    await expect(page.locator("h1")).to_have_text("Overview")  # still logged in
+    token = await page.locator("input[name=csrf_token]").first.get_attribute("value")
+    assert token and re.fullmatch(r"[A-Za-z0-9_-]{40,}", token)
