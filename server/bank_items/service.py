@@ -1,4 +1,5 @@
-"""Item review: list items by status, keep, retire or edit one, read its history.
+"""Item review: list and search items, keep, retire or edit one, read its history; and
+importing an uploaded file into the bank (the console's upload, the command's importer).
 
 Every status change goes through ``bank.item_status`` (which keeps the sampler's counters
 true and writes the history); this module maps its refusals to the API's errors (unknown
@@ -9,13 +10,19 @@ request's unit of work commits.
 
 from __future__ import annotations
 
+import re
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path, PurePath
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.bulk import column_in, in_chunks
+from bank.formats import FORMATS, read_records
+from bank.importer import ImportReport, import_records
 from bank.item_status import (
     DuplicateContent,
     InvalidReview,
@@ -26,6 +33,7 @@ from bank.item_status import (
     revise_item,
 )
 from bank.models import Item, ItemStatus, ItemStatusChange
+from bank.records import RawRecord, RecordError, SourceLocation
 from server.auth.permissions import Permission, Principal
 from server.bank_items.schemas import (
     BankItemOut,
@@ -62,18 +70,31 @@ async def list_items(
     db: AsyncSession,
     *,
     principal: Principal,
-    status: ItemStatus,
+    status: ItemStatus | None,
     discipline: str | None,
     limit: int,
     before: uuid.UUID | None,
+    search: str | None = None,
+    qtype: str | None = None,
+    offset: int = 0,
 ) -> list[BankItemOut]:
-    """Items in ``status`` (of ``discipline``), by descending id from ``before``."""
-    statement = select(Item).where(Item.status == status.value).order_by(Item.id.desc())
+    """Items in ``status`` (any status for ``None``), of ``discipline`` and ``qtype`` when
+    given, whose question contains ``search`` (case-insensitive for Latin letters; ``%``
+    and ``_`` are plain characters), by descending id from ``before``, skipping
+    ``offset`` of them."""
+    statement = select(Item).order_by(Item.id.desc())
+    if status is not None:
+        statement = statement.where(Item.status == status.value)
     if discipline is not None:
         statement = statement.where(Item.discipline == discipline)
+    if qtype is not None:
+        statement = statement.where(Item.qtype == qtype)
+    if search:
+        statement = statement.where(Item.question.icontains(search, autoescape=True))
     if before is not None:
         statement = statement.where(Item.id < before)
-    items = list((await db.execute(statement.limit(limit))).scalars())
+    statement = statement.limit(limit).offset(offset)
+    items = list((await db.execute(statement)).scalars())
     latest = await _latest_changes(db, [i.id for i in items])
     with_answer = sees_answers(principal)
     return [BankItemOut.of(i, latest.get(i.id), with_answer=with_answer) for i in items]
@@ -171,3 +192,92 @@ async def history(db: AsyncSession, *, principal: Principal, item_id: uuid.UUID)
         replaced_by=replaced_by,
         changes=changes,
     )
+
+
+async def get_item(db: AsyncSession, *, principal: Principal, item_id: uuid.UUID) -> BankItemOut:
+    """One item with its latest status change; its answer and explanation only when
+    :func:`sees_answers` (admins). ``NotFound`` for an unknown item."""
+    return await _item_out(db, item_id, with_answer=sees_answers(principal))
+
+
+UPLOAD_NAME = "upload.jsonl"
+"""The name of an uploaded file that brings no usable name of its own."""
+MAX_UPLOAD_NAME = 120
+
+
+def upload_name(client_name: str | None) -> str:
+    """The basename of a client's file name, as reports show it and the format is detected
+    from: no directory part, no control character, NUL or lone surrogate, at most
+    ``MAX_UPLOAD_NAME`` characters (the suffix kept); :data:`UPLOAD_NAME` if nothing is
+    left."""
+    base = re.split(r"[/\\]", client_name or "")[-1]
+    clean = "".join(c for c in base if c.isprintable()).strip()
+    if len(clean) > MAX_UPLOAD_NAME:
+        path = PurePath(clean)
+        suffix = path.suffix[:12]
+        clean = path.stem[: MAX_UPLOAD_NAME - len(suffix)] + suffix
+    return clean if clean.strip(".") else UPLOAD_NAME
+
+
+def _named(records: Iterator[RawRecord], name: str) -> Iterator[RawRecord]:
+    """``records`` located in ``name`` (not the temporary file they were read from)."""
+    try:
+        for raw in records:
+            yield RawRecord(SourceLocation(name, raw.location.line), raw.data)
+    except RecordError as error:
+        raise RecordError(
+            SourceLocation(name, error.location.line), error.field, error.message
+        ) from None
+
+
+async def import_upload(
+    db: AsyncSession,
+    *,
+    client_name: str | None,
+    data: bytes,
+    fmt: str | None,
+    augment: bool,
+    add_disciplines: bool,
+) -> ImportReport:
+    """Import an uploaded file as ``proctor bank import`` imports one: the same readers
+    (``fmt`` one of ``bank.formats.FORMATS``, or ``None`` to detect it from the name's
+    suffix and first record) and the same all-or-nothing ``bank.importer.import_records``
+    in ``db``'s transaction. Locations read ``name:line`` with ``name`` the sanitised
+    :func:`upload_name`.
+
+    Raises
+    ------
+    ImportRefused
+        Every bad record (``name:line: field: what``); nothing was written.
+    InvalidInput
+        For a format that is unknown or cannot be told from the file.
+    """
+    name = upload_name(client_name)
+    if fmt is not None and fmt not in FORMATS:
+        raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
+    with tempfile.TemporaryDirectory(prefix="proctor-upload-") as directory:
+        path = Path(directory) / name
+        path.write_bytes(data)
+        try:
+            records = read_records(path, fmt)
+        except (ValueError, OSError) as error:
+            raise InvalidInput(str(error).replace(str(path), name)) from None
+        return await import_records(
+            db, _named(records, name), augment=augment, add_disciplines=add_disciplines
+        )
+
+
+async def items_by_id(
+    db: AsyncSession, *, principal: Principal, item_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, BankItemOut]:
+    """The items of ``item_ids`` that exist (without their latest change), by id; answers
+    and explanations only when :func:`sees_answers`."""
+    if not item_ids:
+        return {}
+    with_answer = sees_answers(principal)
+    found: dict[uuid.UUID, BankItemOut] = {}
+    for chunk in in_chunks(db, list(item_ids)):
+        rows = await db.execute(select(Item).where(column_in(db, Item.id, chunk)))
+        for item in rows.scalars():
+            found[item.id] = BankItemOut.of(item, None, with_answer=with_answer)
+    return found

@@ -12,14 +12,16 @@ are read: a flagged or retired item's figures are what its reviewer needs.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from bank.health.labels import ItemLabels
@@ -478,3 +480,172 @@ async def latest_bank_figures(db: AsyncSession) -> BankFigures | None:
     if row is None:
         return None
     return BankFigures(computed_at=row[0], population=row[1], figures=dict(row[2] or {}))
+
+
+CAS_BINS = 10
+"""Equal-width bins of item CAS over [0, 1] in :func:`latest_health_summary`."""
+SUMMARIES_KEPT = 4
+"""Snapshots whose item summaries a process keeps (snapshots never change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlaggedFigures:
+    """One flagged item of a snapshot: the rules that fired and the figures behind them."""
+
+    item_id: str
+    flags: tuple[str, ...]
+    p: float | None
+    cas: float | None
+    n: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsSummary:
+    """A snapshot's item section summed up: the CAS histogram, how often each flag rule
+    fired, every flagged item (by item id), and the strata's figures."""
+
+    cas_bins: tuple[int, ...]
+    """Items per CAS bin: ``CAS_BINS`` equal bins of [0, 1], the last one closed."""
+    cas_items: int
+    """Items with a CAS (the others have too few responding models)."""
+    flag_counts: dict[str, int]
+    """Flag rule -> items it flags, most frequent first."""
+    flagged: tuple[FlaggedFigures, ...]
+    strata: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSummary:
+    """What the console's health page shows of the newest snapshot: its bank figures, the
+    summary of its items, and one page of its flagged items."""
+
+    snapshot_id: uuid.UUID
+    computed_at: datetime
+    population: str
+    n_models: int | None
+    bank: dict[str, Any]
+    items: ItemsSummary
+    flagged: tuple[FlaggedFigures, ...]
+    """Flagged items ``offset`` to ``offset + limit``."""
+
+
+_SUMMARIES: OrderedDict[uuid.UUID, ItemsSummary] = OrderedDict()
+
+
+async def latest_health_summary(
+    db: AsyncSession, *, flagged_limit: int, flagged_offset: int = 0
+) -> HealthSummary | None:
+    """The newest snapshot's :class:`HealthSummary` (``None`` before the first one).
+
+    The per-item report (tens of megabytes of JSON on a 100,000-item bank) is never loaded
+    into Python: the database walks it once, returning the CAS histogram and the flagged
+    items only, and the process keeps that summary for the snapshot (snapshots never
+    change), so only the first request after a new snapshot pays for the walk."""
+    head = (
+        await db.execute(
+            select(
+                HealthSnapshot.id,
+                HealthSnapshot.computed_at,
+                HealthSnapshot.population_text,
+                HealthSnapshot.population["n_models"],
+                HealthSnapshot.bank,
+            )
+            .order_by(HealthSnapshot.computed_at.desc(), HealthSnapshot.id)
+            .limit(1)
+        )
+    ).one_or_none()
+    if head is None:
+        return None
+    snapshot_id, computed_at, population, n_models, bank = head
+    items = _SUMMARIES.get(snapshot_id)
+    if items is None:
+        items = await _items_summary(db, snapshot_id)
+        _SUMMARIES[snapshot_id] = items
+        while len(_SUMMARIES) > SUMMARIES_KEPT:
+            _SUMMARIES.popitem(last=False)
+    return HealthSummary(
+        snapshot_id=snapshot_id,
+        computed_at=computed_at,
+        population=population,
+        n_models=n_models if isinstance(n_models, int) else None,
+        bank=dict(bank or {}),
+        items=items,
+        flagged=items.flagged[flagged_offset : flagged_offset + flagged_limit],
+    )
+
+
+_ITEM_SQL = {
+    "postgresql": {
+        "each": "health_snapshots h CROSS JOIN LATERAL jsonb_each(h.report -> 'items') e",
+        "flagged": "jsonb_array_length(e.value -> 'flags') > 0",
+        "bin": "CAST(FLOOR((e.value ->> 'cas')::float8 * {bins}) AS INTEGER)",
+        "figures": "jsonb_build_array(e.value -> 'flags', e.value -> 'p', e.value -> 'cas', "
+        "e.value -> 'n')::text",
+        "strata": "SELECT (report -> 'strata')::text FROM health_snapshots WHERE id = :snapshot",
+    },
+    "sqlite": {
+        "each": "health_snapshots h, json_each(h.report, '$.items') e",
+        "flagged": "json_array_length(e.value, '$.flags') > 0",
+        "bin": "CAST(json_extract(e.value, '$.cas') * {bins} AS INTEGER)",
+        "figures": "json_extract(e.value, '$.flags', '$.p', '$.cas', '$.n')",
+        "strata": "SELECT json_extract(report, '$.strata') FROM health_snapshots "
+        "WHERE id = :snapshot",
+    },
+}
+"""The item-section queries per dialect (SQLite's for any other). They rely on the
+report's own item structure (``HealthOut.items``: ``flags`` a list, ``cas`` a number or
+null), which ``store_snapshot`` writes."""
+
+
+def _items_statement(dialect: str) -> str:
+    """One walk of a snapshot's items, grouped by (flagged item id or NULL, CAS bin): the
+    unflagged items come back as counts per bin, each flagged item as a row of its own
+    with ``[flags, p, cas, n]`` as JSON text."""
+    sql = _ITEM_SQL.get(dialect, _ITEM_SQL["sqlite"])
+    flagged = sql["flagged"]
+    return (
+        f"SELECT CASE WHEN {flagged} THEN e.key END, {sql['bin'].format(bins=CAS_BINS)}, "
+        f"count(*), max(CASE WHEN {flagged} THEN {sql['figures']} END) "
+        f"FROM {sql['each']} WHERE h.id = :snapshot GROUP BY 1, 2"
+    )
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+async def _items_summary(db: AsyncSession, snapshot_id: uuid.UUID) -> ItemsSummary:
+    dialect = (await db.connection()).dialect.name
+    snapshot = bindparam("snapshot", snapshot_id, type_=HealthSnapshot.__table__.c.id.type)
+    rows = await db.execute(text(_items_statement(dialect)).bindparams(snapshot))
+    bins = [0] * CAS_BINS
+    flagged: list[FlaggedFigures] = []
+    for item, bin_, count, figures in rows.tuples():
+        if bin_ is not None:
+            bins[min(max(int(bin_), 0), CAS_BINS - 1)] += int(count)  # CAS = 1: the last bin
+        if item is None:
+            continue
+        rules, p, cas, n = json.loads(figures)
+        flagged.append(
+            FlaggedFigures(
+                item_id=str(item),
+                flags=tuple(str(rule) for rule in rules),
+                p=_float(p),
+                cas=_float(cas),
+                n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
+            )
+        )
+    flagged.sort(key=lambda row: row.item_id)
+    counts = Counter(rule for row in flagged for rule in row.flags)
+    sql = _ITEM_SQL.get(dialect, _ITEM_SQL["sqlite"])
+    strata = await db.scalar(text(sql["strata"]).bindparams(snapshot))
+    strata = json.loads(strata) if isinstance(strata, str) else strata
+    return ItemsSummary(
+        cas_bins=tuple(bins),
+        cas_items=sum(bins),
+        flag_counts=dict(counts.most_common()),
+        flagged=tuple(flagged),
+        strata=strata if isinstance(strata, dict) else {},
+    )
