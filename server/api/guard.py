@@ -70,7 +70,11 @@ class RequestGuard:
             return
         if not connected:  # the client left mid-body: nobody to answer, nothing to do
             return
-        problems = body_problems(body, max_depth=self.limits.max_json_depth)
+        problems = (
+            []
+            if _is_multipart(scope)
+            else body_problems(body, max_depth=self.limits.max_json_depth)
+        )
         if problems:
             await _refuse(scope, send, status=422, title="Invalid input", detail=_summary(problems))
             return
@@ -85,6 +89,15 @@ class RequestGuard:
             detail=f"the request body exceeds {self.limits.max_body_bytes} bytes",
             headers={"Connection": "close"},
         )
+
+
+def _is_multipart(scope: Scope) -> bool:
+    """Whether the body is ``multipart/form-data`` (the console's file uploads): a file is
+    bytes, not JSON text, and its reader reports bad encodings line by line itself."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"multipart/form-data"
+    return False
 
 
 def _content_length(scope: Scope) -> int | None:

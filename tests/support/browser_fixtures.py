@@ -20,10 +20,10 @@ from playwright.async_api import Browser, BrowserContext, async_playwright
 
 from tests.support.api import JWT_SECRET, LiveServer, World, live_server, seed_world
 from tests.support.database import new_postgres_database
+from tests.support.scored import JUDGE
 from tests.support.service_fixtures import _installed
 from tests.support.services import PostgresServer, RedisServer
 
-JUDGE = "judge-v1"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts" / "console"
 CHROMIUM_ARGS = (
     # as root in a container, and with no network beyond loopback: no sandbox, no GPU, and
