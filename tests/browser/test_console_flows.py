@@ -11,14 +11,23 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
 from clients.sdk import AsyncProctorClient
 from judge.prompts import PROMPT_VERSION
 from tests.support.browser_fixtures import JUDGE, ConsoleSite, screenshot_path
+from tests.support.factories import mc_record
 from tests.support.review import add_task, add_verdict, reviewer_key
+from tests.support.scored import seed_scores
 
 HOSTILE = '<script>window.__pwned=1</script>"\'><img src=x onerror="window.__pwned=2">'
+
+
+@pytest.fixture(scope="module")
+async def scored(console_site: ConsoleSite) -> tuple[uuid.UUID, ...]:
+    """Scored sessions of four models (org-a's strong, org-b's weak, two hostile names)."""
+    return await seed_scores(console_site.db_url, console_site.world)
 
 
 async def log_in(page: Page, key: str) -> None:
@@ -36,7 +45,7 @@ async def shot(page: Page, name: str) -> Path:
 
 
 async def test_log_in_and_visit_every_page(
-    browser_context: BrowserContext, console_site: ConsoleSite
+    browser_context: BrowserContext, console_site: ConsoleSite, scored: tuple[uuid.UUID, ...]
 ) -> None:
     page = await browser_context.new_page()
     await log_in(page, console_site.world.a.keys["admin"])
@@ -160,3 +169,79 @@ async def test_forms_without_a_valid_csrf_token_are_refused(
     await expect(page.locator("h1")).to_have_text("Overview")  # still logged in
     token = await page.locator("input[name=csrf_token]").first.get_attribute("value")
     assert token and re.fullmatch(r"[A-Za-z0-9_-]{40,}", token)
+
+
+async def test_designate_an_anchor_and_see_r_change(
+    browser_context: BrowserContext, console_site: ConsoleSite, scored: tuple[uuid.UUID, ...]
+) -> None:
+    weak = scored[1]
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["admin"])
+    await page.goto("/console/leaderboard")
+    row = page.locator("tbody tr").filter(has=page.locator(f"a[href='/console/models/{weak}']"))
+    before = await row.inner_text()
+    assert "100.0" not in before, before  # the top model anchors R: the weak one is below
+    await page.select_option("#anchor-model", str(weak))
+    page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.click("form[action='/console/leaderboard/anchor'] button[type=submit]")
+    await expect(page.locator(".notice.ok")).to_contain_text("Anchor designated")
+    await expect(row).to_contain_text("100.0")
+    await expect(page.locator("main")).to_contain_text("current")
+    await shot(page, "leaderboard-anchored")
+
+
+async def test_import_shows_the_bad_line_then_hostile_items_render_inert(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["admin"])
+    await page.goto("/console/bank")
+    total = await page.locator(".figure .value").first.inner_text()
+    bad = [mc_record(9001), {**mc_record(9002), "answer": ""}, mc_record(9003)]
+    await upload(page, "bad.jsonl", bad)
+    await expect(page.locator(".notice.bad")).to_contain_text("bad.jsonl:2: answer")
+    await shot(page, "bank-import-refused")
+    await page.goto("/console/bank")
+    assert await page.locator(".figure .value").first.inner_text() == total  # all or nothing
+    hostile = [
+        mc_record(9101, question=f"Which is safe? {HOSTILE}", options=[HOSTILE, "b", "c", "d"])
+    ]
+    await upload(page, "hostile.jsonl", hostile)
+    await expect(page.locator(".notice.ok")).to_contain_text("imported")
+    await page.goto("/console/bank/items?q=Which+is+safe")
+    await page.click("a:has-text('Which is safe?')")
+    await expect(page.locator("main")).to_contain_text("<script>window.__pwned=1</script>")
+    assert await page.evaluate("window.__pwned") is None
+    assert await page.locator("main img").count() == 0  # the payload's <img> is text
+    await shot(page, "bank-item-hostile")
+
+
+async def upload(page: Page, name: str, records: list[dict[str, object]]) -> None:
+    """Import ``records`` as the JSONL file ``name`` through the import page."""
+    await page.goto("/console/bank/import")
+    body = "".join(json.dumps(record) + "\n" for record in records).encode()
+    await page.set_input_files(
+        "input[name=file]", files=[{"name": name, "mimeType": "application/jsonl", "buffer": body}]
+    )
+    await page.click("form[action='/console/bank/import'] button[type=submit]")
+
+
+async def test_an_auditor_reads_but_changes_nothing(
+    browser_context: BrowserContext, console_site: ConsoleSite, scored: tuple[uuid.UUID, ...]
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["auditor"])
+    await expect(page.locator("h1")).to_have_text("Overview")
+    token = await page.locator("input[name=csrf_token]").first.get_attribute("value")
+    assert token
+    pages = ["/console/leaderboard", "/console/bank/import", "/console/orgs", "/console/sessions"]
+    for path in pages:
+        await page.goto(path)
+        forms = page.locator("main form[method=post]")
+        assert await forms.count() == 0, f"{path} shows a form to an auditor"
+    for path, data in (
+        ("/console/leaderboard/anchor", {"model": str(scored[1])}),
+        ("/console/orgs", {"name": "made-by-an-auditor"}),
+    ):
+        response = await page.request.post(path, form={**data, "csrf_token": token})
+        assert response.status == 403, path
