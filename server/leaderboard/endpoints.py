@@ -11,10 +11,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardReader, RuntimeDep
 from server.auth.permissions import Permission
-from server.calibration.gate import calibration_of
 from server.leaderboard import service
 from server.leaderboard.schemas import (
     AnchorIn,
@@ -63,16 +61,8 @@ async def read_leaderboard(
     visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     judges = JudgeAssignment.single(judge) if judge else runtime.judging
-    data = await service.leaderboard(
-        db,
-        judges=judges,
-        calibration=await calibration_of(db, settings, judges.default),
-        prompt_version=PROMPT_VERSION,
-        n_resamples=settings.leaderboard_resamples,
-        threshold=settings.leaderboard_tie_threshold,
-        gap_threshold=settings.contamination_gap_threshold,
-        baselines=baselines,
-        diagnostics=diagnostics,
+    data = await service.configured_leaderboard(
+        db, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
     )
     if view == "disciplines":
         return disciplines_out(data, visibility)

@@ -571,15 +571,8 @@ async def cached_leaderboard(
     )
 
     async def compute() -> LeaderboardData:
-        return await leaderboard(
-            db,
-            judges=judges,
-            prompt_version=PROMPT_VERSION,
-            n_resamples=settings.leaderboard_resamples,
-            threshold=settings.leaderboard_tie_threshold,
-            gap_threshold=settings.contamination_gap_threshold,
-            baselines=baselines,
-            diagnostics=diagnostics,
+        return await configured_leaderboard(
+            db, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
         )
 
     data = await _memoised(db, key, compute)
