@@ -6,11 +6,11 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy import select
 
 from server.api.dependencies import AuditReader, DbSession
-from server.audit.models import AuditEntry
 from server.audit.schemas import AuditOut
+from server.audit.service import AuditFilters
+from server.audit.service import read_audit as read_audit_rows
 
 router = APIRouter(tags=["audit"])
 
@@ -25,11 +25,10 @@ async def read_audit(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AuditOut]:
     """Newest first; page with ``before_id``."""
-    statement = select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit)
-    if session_id is not None:
-        statement = statement.where(AuditEntry.session_id == session_id)
-    if org_id is not None:
-        statement = statement.where(AuditEntry.org_id == org_id)
-    if before_id is not None:
-        statement = statement.where(AuditEntry.id < before_id)
-    return [AuditOut.model_validate(r) for r in (await db.execute(statement)).scalars()]
+    rows = await read_audit_rows(
+        db,
+        filters=AuditFilters(session_id=session_id, org_id=org_id),
+        limit=limit,
+        before_id=before_id,
+    )
+    return [AuditOut.model_validate(r) for r in rows]
