@@ -96,7 +96,8 @@ def _is_multipart(scope: Scope) -> bool:
     bytes, not JSON text, and its reader reports bad encodings line by line itself."""
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"multipart/form-data"
+            media_type: bytes = value.split(b";", 1)[0].strip().lower()
+            return media_type == b"multipart/form-data"
     return False
 
 

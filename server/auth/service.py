@@ -6,7 +6,7 @@ import logging
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.database import utcnow
@@ -209,3 +209,13 @@ async def list_api_keys(session: AsyncSession, *, org_id: uuid.UUID) -> list[Api
         select(ApiKey).where(ApiKey.org_id == org_id).order_by(ApiKey.created_at.desc())
     )
     return list(result.scalars())
+
+
+async def key_counts(session: AsyncSession) -> dict[uuid.UUID, tuple[int, int]]:
+    """Per organisation: (live keys, all keys), in one statement."""
+    rows = await session.execute(
+        select(
+            ApiKey.org_id, func.count().filter(ApiKey.revoked_at.is_(None)), func.count()
+        ).group_by(ApiKey.org_id)
+    )
+    return {org_id: (live, total) for org_id, live, total in rows.tuples()}

@@ -52,6 +52,10 @@ async def create_org(session: AsyncSession, *, name: str, operator: bool = False
     name = name.strip()
     if not name or len(name) > MAX_NAME:
         raise InvalidInput(f"organisation name must be 1-{MAX_NAME} characters, got {name!r}")
+    if not name.isprintable() or any("\ud800" <= c <= "\udfff" for c in name):
+        raise InvalidInput(
+            "an organisation name may not hold control characters or lone surrogates"
+        )
     if await find_org(session, name=name) is not None:
         raise Conflict(f"organisation {name!r} already exists")
     if operator and (existing := await find_operator_org(session)) is not None:
@@ -117,4 +121,12 @@ async def set_quotas(
     org.max_concurrent_sessions = max_concurrent_sessions
     org.max_sessions_per_period = max_sessions_per_period
     await session.flush()
+    return org
+
+
+async def get_org_by_id(session: AsyncSession, *, org_id: uuid.UUID) -> Organisation:
+    """Organisation ``org_id``; ``NotFound`` if there is none."""
+    org = await session.get(Organisation, org_id)
+    if org is None:
+        raise NotFound(f"no organisation {org_id}")
     return org

@@ -15,13 +15,20 @@ from server.api.dependencies import DbSession, RuntimeDep
 from server.auth.console_logins import ConsoleUser
 from server.auth.models import ApiKey
 from server.auth.permissions import PLATFORM_ROLES, Permission, Role
-from server.auth.service import create_api_key, list_api_keys, revoke_api_key
+from server.auth.service import create_api_key, key_counts, list_api_keys, revoke_api_key
 from server.config import Settings
 from server.console.dependencies import CheckedForm, page
 from server.console.templating import render
 from server.errors import Conflict, InvalidInput, NotFound
 from server.orgs.models import Organisation
-from server.orgs.service import MAX_NAME, MAX_QUOTA, create_org, list_orgs, set_quotas
+from server.orgs.service import (
+    MAX_NAME,
+    MAX_QUOTA,
+    create_org,
+    get_org_by_id,
+    list_orgs,
+    set_quotas,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -64,14 +71,6 @@ def notice_text(request: Request) -> str | None:
     return NOTICES.get(request.query_params.get("notice", ""))
 
 
-async def find_org_by_id(db: AsyncSession, org_id: uuid.UUID) -> Organisation:
-    """Organisation ``org_id``; ``NotFound`` if there is none."""
-    for org in await list_orgs(db):
-        if org.id == org_id:
-            return org
-    raise NotFound(f"no organisation {org_id}")
-
-
 async def render_orgs(
     request: Request,
     db: AsyncSession,
@@ -83,11 +82,11 @@ async def render_orgs(
     name: str = "",
 ) -> HTMLResponse:
     rows = []
+    counts = await key_counts(db)
     for org in await list_orgs(db):
-        keys = await list_api_keys(db, org_id=org.id)
         concurrent, per_period = quotas_of(org, settings)
-        live = sum(1 for key in keys if key.revoked_at is None)
-        rows.append(OrgRow(org, concurrent, per_period, live, len(keys)))
+        live, total = counts.get(org.id, (0, 0))
+        rows.append(OrgRow(org, concurrent, per_period, live, total))
     return render(
         request,
         "orgs.html",
@@ -162,8 +161,6 @@ async def create_org_action(
     303 to its page; the list again with the reason (422, 409 for a taken name) if refused."""
     name = str(form.get("name") or "")
     try:
-        if not name.isprintable():
-            raise InvalidInput("an organisation name may not hold control characters")
         org = await create_org(db, name=name, operator=False)
     except (InvalidInput, Conflict) as error:
         return await render_orgs(
@@ -189,7 +186,7 @@ async def org_page(
     """One organisation: its quotas and keys (role, created, revoked; the key's prefix for
     admins only, never the key); admins and auditors. Admins also get the quota form, the
     key-creation form and a revoke button per live key."""
-    org = await find_org_by_id(db, org_id)
+    org = await get_org_by_id(db, org_id=org_id)
     return await render_org(request, db, runtime.settings, user, org)
 
 
@@ -216,7 +213,7 @@ async def set_quotas_action(
     """Set the organisation's session quotas (a blank field: the settings' default);
     admins only. Checked at the next session creation. 303 to the page; the page with the
     reason (422) for a value out of range."""
-    org = await find_org_by_id(db, org_id)
+    org = await get_org_by_id(db, org_id=org_id)
     entered = {field: str(form.get(field) or "") for field in QUOTA_FIELDS}
     try:
         await set_quotas(
@@ -256,7 +253,7 @@ async def create_key_action(
     (200, not stored by the browser: ``Cache-Control: no-store``) is the organisation's
     page showing the key this once; afterwards only its prefix. A platform role for an
     organisation that is not the operator's is refused with the reason (422)."""
-    org = await find_org_by_id(db, org_id)
+    org = await get_org_by_id(db, org_id=org_id)
     try:
         new_key = await create_api_key(db, org_id=org.id, role=str(form.get("role") or ""))
     except InvalidInput as error:
@@ -276,7 +273,7 @@ async def revoke_key_action(
 ) -> Response:
     """Revoke one of the organisation's keys, with its tokens and console logins; admins
     only. 303 to the organisation's page (to the login page if it was the admin's own)."""
-    org = await find_org_by_id(db, org_id)
+    org = await get_org_by_id(db, org_id=org_id)
     if key_id not in {key.id for key in await list_api_keys(db, org_id=org.id)}:
         raise NotFound(f"no API key {key_id} in organisation {org.name!r}")
     await revoke_api_key(db, key_id=key_id)
