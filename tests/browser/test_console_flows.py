@@ -245,3 +245,35 @@ async def test_an_auditor_reads_but_changes_nothing(
     ):
         response = await page.request.post(path, form={**data, "csrf_token": token})
         assert response.status == 403, path
+
+
+async def test_create_an_organisation_a_key_shown_once_then_revoke_it(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    page = await browser_context.new_page()
+    await log_in(page, console_site.world.a.keys["admin"])
+    await page.goto("/console/orgs")
+    await page.fill("#org-name", "Acme Labs")
+    await page.click("form[action='/console/orgs'] button[type=submit]")
+    await expect(page.locator("h1")).to_contain_text("Acme Labs")
+    await page.fill("input[name=max_concurrent_sessions]", "2")
+    await page.click("button:has-text('Save quotas')")
+    await expect(page.locator("input[name=max_concurrent_sessions]")).to_have_value("2")
+    org_page = page.url.split("?")[0]
+    await page.select_option("#key-role", "evaluator")
+    await page.click("button:has-text('Create key')")
+    key = (await page.locator(".secret").inner_text()).strip()
+    assert key.startswith("pk_")
+    await shot(page, "org-key-created")
+    async with httpx.AsyncClient(base_url=console_site.url) as client:
+        exchange = await client.post("/v1/auth/token", json={"api_key": key})
+        assert exchange.status_code == 200
+        await page.goto(org_page)  # the key is never shown again: only its prefix
+        assert key not in await page.content()
+        await expect(page.locator("main")).to_contain_text(key[:10])
+        page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+        await page.click("button:has-text('Revoke')")
+        await expect(page.locator(".badge.bad")).to_contain_text("revoked")
+        await shot(page, "org-key-revoked")
+        refused = await client.post("/v1/auth/token", json={"api_key": key})
+        assert refused.status_code == 401
