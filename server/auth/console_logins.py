@@ -105,12 +105,13 @@ async def _live_key(db: AsyncSession, *, api_key: str) -> ApiKey:
 
 
 async def resolve_login(
-    db: AsyncSession, *, secret: str, now: datetime, limits: LoginLimits
+    db: AsyncSession, *, secret: str, now: datetime, limits: LoginLimits, touch: bool = True
 ) -> ConsoleUser:
     """The user of cookie secret ``secret``; ``Unauthorized`` if there is no such login;
     ``LoginEnded`` if it is idle past ``limits.idle``, older than ``limits.max_age`` or its
     key was revoked (``delete_ended_logins``, run by the server's sweeper, removes such
-    rows). Refreshes ``last_seen_at`` (at most every ``TOUCH_EVERY``)."""
+    rows). Refreshes ``last_seen_at`` (at most every ``TOUCH_EVERY``) unless ``touch`` is
+    false (a live page's stream checks the login without keeping it alive)."""
     if not secret or len(secret) > 2 * SECRET_BYTES:
         raise Unauthorized("not logged in")
     found = (
@@ -126,7 +127,7 @@ async def resolve_login(
     expired = now - login.last_seen_at > limits.idle or now - login.created_at > limits.max_age
     if expired or key.revoked_at is not None:
         raise LoginEnded(login.id)
-    if now - login.last_seen_at > TOUCH_EVERY:
+    if touch and now - login.last_seen_at > TOUCH_EVERY:
         await db.execute(
             update(ConsoleLogin).where(ConsoleLogin.id == login.id).values(last_seen_at=now)
         )

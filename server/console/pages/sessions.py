@@ -387,7 +387,11 @@ async def read_tick(runtime: Runtime, *, secret: str, session_id: uuid.UUID) -> 
     ``Forbidden``/``NotFound`` if the user may no longer read it."""
     async with runtime.sessions() as db, db.begin():
         user = await resolve_login(
-            db, secret=secret, now=datetime.now(UTC), limits=login_limits(runtime.settings)
+            db,
+            secret=secret,
+            now=datetime.now(UTC),
+            limits=login_limits(runtime.settings),
+            touch=False,  # an open page is not activity: the login still ends when idle
         )
         if not user.principal.can(Permission.SESSIONS_READ):
             raise Forbidden("this role may not read sessions")

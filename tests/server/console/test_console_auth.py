@@ -13,7 +13,12 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
-from server.auth.console_logins import LoginLimits, delete_ended_logins
+from server.auth.console_logins import (
+    LoginLimits,
+    delete_ended_logins,
+    open_login,
+    resolve_login,
+)
 from server.auth.models import ApiKey, ConsoleLogin
 from server.auth.permissions import Principal, Role
 from server.console.dependencies import COOKIE
@@ -276,3 +281,21 @@ async def test_every_console_post_needs_csrf_and_refuses_auditors(api: Api) -> N
         for data in ({}, {"csrf_token": "forged"}):
             response = await client.post(path, data=data)
             assert response.status_code == 403, (path, data, response.status_code)
+
+
+async def test_a_streams_check_does_not_keep_the_login_alive(
+    api: Api, world_db: tuple[str, World]
+) -> None:
+    db_url, world = world_db
+    limits = LoginLimits(idle=timedelta(minutes=30), max_age=timedelta(hours=12))
+    then = datetime.now(UTC) - timedelta(minutes=10)
+    async with database_session(db_url) as db:
+        secret = await open_login(db, api_key=world.a.keys["admin"], now=then)
+    now = datetime.now(UTC)
+    async with database_session(db_url) as db:
+        await resolve_login(db, secret=secret, now=now, limits=limits, touch=False)
+        seen = await db.scalar(select(ConsoleLogin.last_seen_at))
+        assert seen is not None and abs((seen - then).total_seconds()) < 1
+        await resolve_login(db, secret=secret, now=now, limits=limits)
+        seen = await db.scalar(select(ConsoleLogin.last_seen_at))
+        assert seen is not None and abs((seen - now).total_seconds()) < 1
