@@ -36,11 +36,20 @@ class Alert:
     link: str
 
 
+STALLED_AFTER_S = 600.0
+"""An answer waiting this long for its judge means no worker is taking jobs."""
+
+
 def alerts(
-    *, gates: GateReport | None, failing_jobs: int, last_error: str | None, flagged: int
+    *,
+    gates: GateReport | None,
+    failing_jobs: int,
+    last_error: str | None,
+    oldest_wait_s: float | None,
+    flagged: int,
 ) -> list[Alert]:
-    """What needs a person: drifting or gated-out judges, failing scoring jobs, flagged
-    items."""
+    """What needs a person: drifting or gated-out judges, failing scoring jobs, a scoring
+    queue nobody works (no worker running), flagged items."""
     found = []
     for gate in gates.judges if gates else ():
         if gate.status is GateStatus.DRIFTING:
@@ -52,6 +61,15 @@ def alerts(
     if failing_jobs:
         why = f" (last error: {last_error})" if last_error else ""
         found.append(Alert("bad", f"{failing_jobs} scoring jobs keep failing{why}", "/console"))
+    if oldest_wait_s is not None and oldest_wait_s > STALLED_AFTER_S:
+        found.append(
+            Alert(
+                "bad",
+                f"scoring is stalled: an answer has waited {oldest_wait_s / 60:.0f} min for its "
+                "judge (is a judge worker running?)",
+                "/console",
+            )
+        )
     if flagged:
         found.append(Alert("warn", f"{flagged} flagged items await review", "/console/bank"))
     return found
@@ -81,6 +99,9 @@ async def overview(
         review = len(page_of_tasks.tasks)
     flagged = (stats or {}).get("by_status", {}).get(ItemStatus.FLAGGED.value, 0)
     now = datetime.now(UTC)
+    oldest_wait_s = (
+        (now - queue.oldest_queued_at).total_seconds() if queue and queue.oldest_queued_at else None
+    )
     return render(
         request,
         "overview.html",
@@ -91,9 +112,7 @@ async def overview(
         stats=stats,
         health=health,
         queue=queue,
-        oldest_age_s=(now - queue.oldest_queued_at).total_seconds()
-        if queue and queue.oldest_queued_at
-        else None,
+        oldest_age_s=oldest_wait_s,
         gates=gates,
         default_judge=runtime.default_judge,
         review=review,
@@ -102,6 +121,7 @@ async def overview(
             gates=gates,
             failing_jobs=queue.failing if queue else 0,
             last_error=queue.last_error if queue else None,
+            oldest_wait_s=oldest_wait_s,
             flagged=flagged,
         ),
         SessionState=SessionState,
