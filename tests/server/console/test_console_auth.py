@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
+from bank.models import Item
 from server.auth.console_logins import (
     LoginLimits,
     delete_ended_logins,
@@ -23,7 +24,7 @@ from server.auth.models import ApiKey, ConsoleLogin
 from server.auth.permissions import Principal, Role
 from server.console.dependencies import COOKIE
 from server.console.nav import PAGES
-from tests.support.api import World, login, running_api, test_settings
+from tests.support.api import World, evaluator_session, login, running_api, test_settings
 from tests.support.audit import audit_rows, last_audit_id
 from tests.support.console import console_login, csrf_token
 from tests.support.database import database_session
@@ -252,8 +253,10 @@ async def test_anonymous_requests_go_to_the_login_page_or_are_refused(api: Api) 
         assert response.status_code == 401, path
 
 
-def console_posts(app: FastAPI) -> list[str]:
-    """Every state-changing console route, path parameters filled with made-up values."""
+def console_posts(app: FastAPI, ids: dict[str, str] | None = None) -> list[str]:
+    """Every state-changing console route, path parameters filled from ``ids`` (by name)
+    or with made-up values."""
+    ids = ids or {}
     paths = []
     for route in app.routes:
         path = getattr(route, "path", "")
@@ -262,7 +265,8 @@ def console_posts(app: FastAPI) -> list[str]:
         if path in ("/console/login", "/console/logout"):
             continue
         for name in getattr(route, "param_convertors", {}):
-            path = path.replace("{" + name + "}", str(uuid.uuid4()) if "id" in name else "1")
+            made_up = str(uuid.uuid4()) if "id" in name else "1"
+            path = path.replace("{" + name + "}", ids.get(name, made_up))
         paths.append(path)
     return paths
 
@@ -299,3 +303,43 @@ async def test_a_streams_check_does_not_keep_the_login_alive(
         await resolve_login(db, secret=secret, now=now, limits=limits)
         seen = await db.scalar(select(ConsoleLogin.last_seen_at))
         assert seen is not None and abs((seen - now).total_seconds()) < 1
+
+
+HOSTILE_FIELDS = (
+    b"name=%00&model=%ED%A0%80&role=%FF%FE&score=%F0%9F%92%A9x&note=%3Cscript%3E"
+    b"&max_concurrent_sessions=1e309&max_sessions_per_period=-1&action=%00&reason=%00"
+    b"&question=" + b"x" * 200_000
+)
+HOSTILE_QUERIES = ("?q=%ED%A0%80", "?state=%FF", "?page=99999999999999999999", "?after=-1")
+
+
+async def test_hostile_forms_and_queries_never_break_a_page(
+    api: Api, world_db: tuple[str, World]
+) -> None:
+    """Every console POST with hostile field values (NUL, a lone surrogate's bytes, invalid
+    UTF-8, absurd numbers, a long field) and every page with hostile query strings answers
+    with a page, never a 500."""
+    client, world, app = api
+    db_url, _ = world_db
+    _, session_id = await evaluator_session(client, world.b, n_items=2)
+    async with database_session(db_url) as db:
+        item_id = await db.scalar(select(Item.id).limit(1))
+        key_id = await db.scalar(select(ApiKey.id).where(ApiKey.org_id == world.b.id))
+    ids = {
+        "org_id": str(world.b.id),
+        "session_id": session_id,
+        "item_id": str(item_id),
+        "key_id": str(key_id),
+    }
+    await console_login(client, world.a.keys["admin"])
+    token = csrf_token((await client.get("/console")).text)
+    body = b"csrf_token=" + token.encode() + b"&" + HOSTILE_FIELDS
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    for path in console_posts(app, ids):
+        response = await client.post(path, content=body, headers=form)
+        assert response.status_code < 500, (path, response.status_code, response.text[-300:])
+    for entry in PAGES:
+        for query in HOSTILE_QUERIES:
+            response = await client.get(entry.path + query)
+            assert response.status_code < 500, (entry.path, query, response.text[-300:])
+    assert (await client.get("/console")).status_code == 200  # still logged in, still working
