@@ -9,7 +9,9 @@ the ranking; replay and anchor-set sessions feed only the contamination report.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import math
 import uuid
 from collections import OrderedDict, defaultdict
@@ -58,6 +60,7 @@ from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -107,6 +110,9 @@ class LeaderboardData:
     diagnostics: BoardDiagnostics | None = None
     calibration: JudgeCalibrationView | None = None
     """The default judge's run the gate reads (None: uncalibrated)."""
+    stale: bool = False
+    """Computed before the latest verdict, review or anchor (``cached_leaderboard``): a
+    newer board is being computed."""
 
 
 async def _scores_by_model(
@@ -532,20 +538,62 @@ def _judges_key(judges: JudgeAssignment) -> Hashable:
     return (judges.default, judges.panel, tuple(sorted(judges.by_discipline.items())), judges.rule)
 
 
-async def _memoised(db: AsyncSession, key: Hashable, compute: Callable[[], Awaitable[_T]]) -> _T:
-    """``compute()``'s value, reused while ``data_version`` is unchanged."""
+SessionFactory = Callable[[], AsyncSession]
+"""Opens a database session of its own (``Runtime.sessions``) for a background refresh."""
+_refreshing: dict[Hashable, asyncio.Task[None]] = {}
+
+
+async def _memoised(
+    db: AsyncSession,
+    key: Hashable,
+    compute: Callable[[AsyncSession], Awaitable[_T]],
+    *,
+    sessions: SessionFactory | None = None,
+) -> tuple[_T, bool]:
+    """``compute(db)``'s value and whether it is fresh, reused while ``data_version`` is
+    unchanged. When the data has changed since: with ``sessions``, the value computed on
+    the older data comes back at once (not fresh) and one background task per key computes
+    the new one in a session of its own (stale while refreshing: no request waits for
+    seconds of bootstrap); without, it is computed now. A value never computed is computed
+    now either way."""
+    key = (str(db.get_bind().engine.url), key)  # never another database's board, stale or not
     version = await data_version(db)
     found = _memo.get(key)
     if found is not None and found[0] == version:
         _memo.move_to_end(key)
-        value: _T = found[1]
-        return value
-    value = await compute()
+        return found[1], True
+    if found is not None and sessions is not None:
+        _refresh_later(key, compute, sessions)
+        return found[1], False
+    value = await compute(db)
+    _remember(key, version, value)
+    return value, True
+
+
+def _remember(key: Hashable, version: Hashable, value: object) -> None:
     _memo[key] = (version, value)
     _memo.move_to_end(key)
     while len(_memo) > MEMO_ENTRIES:
         _memo.popitem(last=False)
-    return value
+
+
+def _refresh_later(
+    key: Hashable, compute: Callable[[AsyncSession], Awaitable[Any]], sessions: SessionFactory
+) -> None:
+    """Compute ``key``'s value on the current data in the background, once at a time."""
+    running = _refreshing.get(key)
+    if running is not None and not running.done():
+        return
+
+    async def refresh() -> None:
+        try:
+            async with sessions() as db, db.begin():
+                version = await data_version(db)
+                _remember(key, version, await compute(db))
+        except Exception:
+            log.exception("refreshing the cached leaderboard failed")
+
+    _refreshing[key] = asyncio.create_task(refresh(), name=f"leaderboard-refresh-{id(key)}")
 
 
 async def cached_leaderboard(
@@ -555,10 +603,13 @@ async def cached_leaderboard(
     judges: JudgeAssignment,
     baselines: bool = False,
     diagnostics: bool = False,
+    sessions: SessionFactory | None = None,
 ) -> LeaderboardData:
     """``configured_leaderboard``, computed again only when ``data_version`` changes (the
     judge's calibration is read fresh every time): the console reads the board on every
-    page view, and on a big deployment computing it takes seconds."""
+    page view, and on a big deployment computing it takes seconds. With ``sessions``, a
+    board computed before the latest change is returned at once with ``stale`` set while
+    a background task computes the new one (``_memoised``)."""
     key = (
         "leaderboard",
         _judges_key(judges),
@@ -570,27 +621,32 @@ async def cached_leaderboard(
         diagnostics,
     )
 
-    async def compute() -> LeaderboardData:
+    async def compute(own: AsyncSession) -> LeaderboardData:
         return await configured_leaderboard(
-            db, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
+            own, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
         )
 
-    data = await _memoised(db, key, compute)
+    data, fresh = await _memoised(db, key, compute, sessions=sessions)
     calibration = await calibration_of(db, settings, judges.default)
-    return dataclasses.replace(data, calibration=calibration)
+    return dataclasses.replace(data, calibration=calibration, stale=not fresh)
 
 
 async def cached_session_scores(
-    db: AsyncSession, *, model_id: uuid.UUID, judges: JudgeAssignment, prompt_version: str
+    db: AsyncSession,
+    *,
+    model_id: uuid.UUID,
+    judges: JudgeAssignment,
+    prompt_version: str,
+    sessions: SessionFactory | None = None,
 ) -> list[SessionScore]:
-    """``session_scores``, computed again only when ``data_version`` changes."""
+    """``session_scores``, computed again only when ``data_version`` changes (stale while
+    refreshing with ``sessions``, as ``cached_leaderboard``)."""
     key = ("session_scores", model_id, _judges_key(judges), prompt_version)
-    return list(
-        await _memoised(
-            db,
-            key,
-            lambda: session_scores(
-                db, model_id=model_id, judges=judges, prompt_version=prompt_version
-            ),
+
+    async def compute(own: AsyncSession) -> list[SessionScore]:
+        return await session_scores(
+            own, model_id=model_id, judges=judges, prompt_version=prompt_version
         )
-    )
+
+    scores, _ = await _memoised(db, key, compute, sessions=sessions)
+    return list(scores)

@@ -94,16 +94,20 @@ async def board_for(
     visibility: Visibility,
     *,
     baselines: bool = False,
+    wait: bool = False,
 ) -> tuple[LeaderboardData, LeaderboardOut]:
     """The leaderboard of the configured judges with its diagnostics (one computation,
     reused by every page while the data is unchanged), and what ``visibility`` shows of
-    it; with Elo and Bradley-Terry if asked for (and visible)."""
+    it; with Elo and Bradley-Terry if asked for (and visible). After a change of the data
+    the board computed before it comes back at once (``data.stale``) while a new one is
+    computed in the background, unless ``wait`` (then the new one is computed now)."""
     data = await service.cached_leaderboard(
         db,
         settings=runtime.settings,
         judges=runtime.judging,
         baselines=baselines and visibility.shows("baselines"),
         diagnostics=True,  # cheap; leaderboard_out drops them where not visible
+        sessions=None if wait else runtime.sessions,
     )
     return data, leaderboard_out(data, visibility)
 
@@ -248,6 +252,7 @@ async def render_board(
         offer_baselines=not baselines and visibility.shows("baselines"),
         notice=NOTICES.get(request.query_params.get("notice", "")),
         error=error,
+        stale=data.stale,
     )
 
 
@@ -285,6 +290,8 @@ async def designate_anchor(
         )
     except (InvalidInput, NotFound) as refused:
         return await render_board(request, db, runtime, user, error=refused.detail, status_code=422)
+    # every R changes: compute the board now, so the page the admin lands on shows it
+    await board_for(db, runtime, visibility_of(user.principal, runtime.settings), wait=True)
     notice = "anchor-top" if model_id is None else "anchor-set"
     return RedirectResponse(f"/console/leaderboard?notice={notice}", status_code=303)
 
@@ -306,7 +313,7 @@ async def leaderboard_csv(
     columns of the fields the user's role sees; text cells that a spreadsheet would take
     for a formula start with a quote."""
     visibility = visibility_of(user.principal, runtime.settings)
-    data, _ = await board_for(db, runtime, visibility)
+    data, _ = await board_for(db, runtime, visibility, wait=True)  # a download: current data
     text = csv_text(csv_columns(visibility, data.board.disciplines), csv_rows(data))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return Response(
