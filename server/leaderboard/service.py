@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import and_, distinct, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.pool import NullPool
 
 from bank.models import Item
 from judge.contamination.generalisation_gap import GapReport, ScoreEstimate, generalisation_gap
@@ -47,6 +48,7 @@ from judge.ranking.pairwise import (
 from judge.ranking.scores import MAX_SCORE
 from server.calibration.gate import JudgeCalibrationView, calibration_of
 from server.config import Settings
+from server.database import create_engine, unit_of_work
 from server.errors import NotFound
 from server.leaderboard.models import RankingAnchor
 from server.orgs.models import Organisation
@@ -538,8 +540,6 @@ def _judges_key(judges: JudgeAssignment) -> Hashable:
     return (judges.default, judges.panel, tuple(sorted(judges.by_discipline.items())), judges.rule)
 
 
-SessionFactory = Callable[[], AsyncSession]
-"""Opens a database session of its own (``Runtime.sessions``) for a background refresh."""
 _refreshing: dict[Hashable, asyncio.Task[None]] = {}
 
 
@@ -548,26 +548,31 @@ async def _memoised(
     key: Hashable,
     compute: Callable[[AsyncSession], Awaitable[_T]],
     *,
-    sessions: SessionFactory | None = None,
+    refresh_on: AsyncEngine | None = None,
 ) -> tuple[_T, bool]:
     """``compute(db)``'s value and whether it is fresh, reused while ``data_version`` is
-    unchanged. When the data has changed since: with ``sessions``, the value computed on
-    the older data comes back at once (not fresh) and one background task per key computes
-    the new one in a session of its own (stale while refreshing: no request waits for
-    seconds of bootstrap); without, it is computed now. A value never computed is computed
-    now either way."""
+    unchanged. When the data has changed since: with ``refresh_on`` (the server's engine),
+    the value computed on the older data comes back at once (not fresh) and one refresh
+    per key computes the new one in a thread of its own (``_compute_in_thread``: seconds
+    of Python work do not hold the server's event loop); without, it is computed now. A
+    value never computed is computed now either way."""
     key = (str(db.get_bind().engine.url), key)  # never another database's board, stale or not
     version = await data_version(db)
     found = _memo.get(key)
     if found is not None and found[0] == version:
         _memo.move_to_end(key)
         return found[1], True
-    if found is not None and sessions is not None:
-        _refresh_later(key, compute, sessions)
+    if found is not None and refresh_on is not None and _has_file(refresh_on):
+        _refresh_later(key, compute, refresh_on)
         return found[1], False
     value = await compute(db)
     _remember(key, version, value)
     return value, True
+
+
+def _has_file(engine: AsyncEngine) -> bool:
+    """Whether another engine on the same URL sees the same data (not in-memory SQLite)."""
+    return engine.dialect.name != "sqlite" or engine.url.database not in (None, "", ":memory:")
 
 
 def _remember(key: Hashable, version: Hashable, value: object) -> None:
@@ -578,22 +583,40 @@ def _remember(key: Hashable, version: Hashable, value: object) -> None:
 
 
 def _refresh_later(
-    key: Hashable, compute: Callable[[AsyncSession], Awaitable[Any]], sessions: SessionFactory
+    key: Hashable, compute: Callable[[AsyncSession], Awaitable[Any]], engine: AsyncEngine
 ) -> None:
-    """Compute ``key``'s value on the current data in the background, once at a time."""
+    """Compute ``key``'s value on the current data in a thread, once at a time per key."""
     running = _refreshing.get(key)
     if running is not None and not running.done():
         return
+    url = engine.url.render_as_string(hide_password=False)
 
     async def refresh() -> None:
         try:
-            async with sessions() as db, db.begin():
-                version = await data_version(db)
-                _remember(key, version, await compute(db))
+            version, value = await asyncio.to_thread(_compute_in_thread, compute, url)
         except Exception:
             log.exception("refreshing the cached leaderboard failed")
+            return
+        _remember(key, version, value)  # on the server's loop: the memo has one writer
 
-    _refreshing[key] = asyncio.create_task(refresh(), name=f"leaderboard-refresh-{id(key)}")
+    _refreshing[key] = asyncio.create_task(refresh(), name="leaderboard-refresh")
+
+
+def _compute_in_thread(
+    compute: Callable[[AsyncSession], Awaitable[_T]], url: str
+) -> tuple[Hashable, _T]:
+    """``compute`` and the data version it saw, on an event loop and engine of this
+    thread's own (asyncpg connections belong to one loop)."""
+
+    async def run() -> tuple[Hashable, _T]:
+        engine = create_engine(url, poolclass=NullPool)  # one connection, closed after
+        try:
+            async with unit_of_work(engine) as db:
+                return await data_version(db), await compute(db)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
 
 
 async def cached_leaderboard(
@@ -603,13 +626,13 @@ async def cached_leaderboard(
     judges: JudgeAssignment,
     baselines: bool = False,
     diagnostics: bool = False,
-    sessions: SessionFactory | None = None,
+    refresh_on: AsyncEngine | None = None,
 ) -> LeaderboardData:
     """``configured_leaderboard``, computed again only when ``data_version`` changes (the
     judge's calibration is read fresh every time): the console reads the board on every
-    page view, and on a big deployment computing it takes seconds. With ``sessions``, a
+    page view, and on a big deployment computing it takes seconds. With ``refresh_on``, a
     board computed before the latest change is returned at once with ``stale`` set while
-    a background task computes the new one (``_memoised``)."""
+    a thread computes the new one (``_memoised``)."""
     key = (
         "leaderboard",
         _judges_key(judges),
@@ -626,7 +649,7 @@ async def cached_leaderboard(
             own, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
         )
 
-    data, fresh = await _memoised(db, key, compute, sessions=sessions)
+    data, fresh = await _memoised(db, key, compute, refresh_on=refresh_on)
     calibration = await calibration_of(db, settings, judges.default)
     return dataclasses.replace(data, calibration=calibration, stale=not fresh)
 
@@ -637,10 +660,10 @@ async def cached_session_scores(
     model_id: uuid.UUID,
     judges: JudgeAssignment,
     prompt_version: str,
-    sessions: SessionFactory | None = None,
+    refresh_on: AsyncEngine | None = None,
 ) -> list[SessionScore]:
     """``session_scores``, computed again only when ``data_version`` changes (stale while
-    refreshing with ``sessions``, as ``cached_leaderboard``)."""
+    refreshing with ``refresh_on``, as ``cached_leaderboard``)."""
     key = ("session_scores", model_id, _judges_key(judges), prompt_version)
 
     async def compute(own: AsyncSession) -> list[SessionScore]:
@@ -648,5 +671,5 @@ async def cached_session_scores(
             own, model_id=model_id, judges=judges, prompt_version=prompt_version
         )
 
-    scores, _ = await _memoised(db, key, compute, sessions=sessions)
+    scores, _ = await _memoised(db, key, compute, refresh_on=refresh_on)
     return list(scores)

@@ -6,8 +6,8 @@ Run (not collected by pytest)::
     python tests/benchmarks/bench_console.py [--items 100000] [--verdicts 200000]
         [--repeats 10] [--json out.json]
 
-Issue 17's acceptance: "every page answers in <= 300 ms of server time on a bank of 100,000
-items and 200,000 verdicts (a benchmark script reports it)".
+The target: every console page answers in at most 300 ms of server time on a bank of
+100,000 items and 200,000 verdicts.
 
 What runs:
 

@@ -107,7 +107,7 @@ async def board_for(
         judges=runtime.judging,
         baselines=baselines and visibility.shows("baselines"),
         diagnostics=True,  # cheap; leaderboard_out drops them where not visible
-        sessions=None if wait else runtime.sessions,
+        refresh_on=None if wait else runtime.engine,
     )
     return data, leaderboard_out(data, visibility)
 

@@ -179,7 +179,7 @@ async def model_page(
         model_id=model.id,
         judges=runtime.judging,
         prompt_version=PROMPT_VERSION,
-        sessions=runtime.sessions,
+        refresh_on=runtime.engine,
     )
     by_session = {s.session_id: s for s in scores if s.mode not in UNSCORED_MODES}
     rows, board, replay = await standings(db, runtime, principal)
