@@ -619,6 +619,15 @@ def _compute_in_thread(
     return asyncio.run(run())
 
 
+async def cached_on_data(
+    db: AsyncSession, key: Hashable, compute: Callable[[AsyncSession], Awaitable[_T]]
+) -> _T:
+    """``compute(db)``, computed again only when ``data_version`` changes: for figures of
+    the verdicts and reviews that pages show on every view (agreement with bootstraps)."""
+    value, _ = await _memoised(db, ("on-data", key), compute)
+    return value
+
+
 async def cached_leaderboard(
     db: AsyncSession,
     *,

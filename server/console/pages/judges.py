@@ -27,6 +27,7 @@ from server.console.dependencies import page
 from server.console.pagination import Pager
 from server.console.plots import Interval, interval_chart
 from server.console.templating import render
+from server.leaderboard.service import cached_on_data
 from server.review.service import agreement
 from server.scoring.panel_agreement import panel_agreement
 from server.scoring.schemas import PanelAgreementOut
@@ -117,8 +118,18 @@ async def judges_page(
     pager = Pager.of(request.query_params, per_page=SETS_PER_PAGE)
     sets = await list_sets(db)
     min_gap = runtime.settings.review_disagreement_points
-    panel = await panel_agreement(
-        db, prompt_version=PROMPT_VERSION, min_gap=min_gap, limit=PANEL_ANSWERS
+    # both read every verdict and bootstrap: reused while no verdict or review changes
+    panel = await cached_on_data(
+        db,
+        ("panel-agreement", PROMPT_VERSION, min_gap, PANEL_ANSWERS),
+        lambda own: panel_agreement(
+            own, prompt_version=PROMPT_VERSION, min_gap=min_gap, limit=PANEL_ANSWERS
+        ),
+    )
+    human = await cached_on_data(
+        db,
+        ("review-agreement", AGREEMENT_RESAMPLES),
+        lambda own: agreement(own, n_resamples=AGREEMENT_RESAMPLES),
     )
     shown_sets = sets[pager.offset : pager.offset + pager.per_page]
     return render(
@@ -134,7 +145,7 @@ async def judges_page(
         sets=shown_sets,
         sets_total=len(sets),
         pager=pager,
-        agreement=await agreement(db, n_resamples=AGREEMENT_RESAMPLES),
+        agreement=human,
         panel=PanelAgreementOut.of(panel, prompt_version=PROMPT_VERSION, min_gap=min_gap),
         panel_window=PANEL_ANSWERS,
     )
