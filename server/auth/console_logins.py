@@ -18,11 +18,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.auth.keys import MAX_KEY_LENGTH, hash_api_key
+from server.auth.key_check import live_api_key
 from server.auth.models import ApiKey, ConsoleLogin
-from server.auth.permissions import PLATFORM_ROLES, Principal, Role
+from server.auth.permissions import Principal, Role
 from server.errors import Forbidden, Unauthorized
-from server.orgs.models import Organisation
 
 CONSOLE_ROLES: frozenset[Role] = frozenset(
     {Role.ADMIN, Role.AUDITOR, Role.EVALUATOR, Role.REVIEWER}
@@ -68,9 +67,7 @@ async def open_login(db: AsyncSession, *, api_key: str, now: datetime) -> str:
     ``Unauthorized`` for a key that is unknown, revoked, too long or a platform-role key
     outside the operator organisation (one wording for all, as the API says it);
     ``Forbidden`` for a vendor key, which works with the API only."""
-    if len(api_key) > MAX_KEY_LENGTH:
-        raise Unauthorized("invalid API key")
-    key = await _live_key(db, api_key=api_key)
+    key = await live_api_key(db, api_key=api_key)
     if Role(key.role) not in CONSOLE_ROLES:
         raise Forbidden("vendor keys cannot log in to the console; use the API or the SDK")
     secret = secrets.token_urlsafe(SECRET_BYTES)
@@ -85,23 +82,6 @@ async def open_login(db: AsyncSession, *, api_key: str, now: datetime) -> str:
     )
     await db.flush()
     return secret
-
-
-async def _live_key(db: AsyncSession, *, api_key: str) -> ApiKey:
-    found = (
-        await db.execute(
-            select(ApiKey, Organisation.is_operator)
-            .join(Organisation, Organisation.id == ApiKey.org_id)
-            .where(ApiKey.key_hash == hash_api_key(api_key))
-        )
-    ).one_or_none()
-    if found is None:
-        raise Unauthorized("invalid API key")
-    key: ApiKey = found[0]
-    is_operator: bool = found[1]
-    if key.revoked_at is not None or (key.role in PLATFORM_ROLES and not is_operator):
-        raise Unauthorized("invalid API key")
-    return key
 
 
 async def resolve_login(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import UTC, datetime
 
@@ -12,7 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.database import utcnow
 from bank.upsert import insert_ignore
 from server.auth.console_logins import close_logins_of_key
-from server.auth.keys import MAX_KEY_LENGTH, display_prefix, generate_api_key, hash_api_key
+from server.auth.key_check import live_api_key
+from server.auth.keys import display_prefix, generate_api_key, hash_api_key
 from server.auth.models import ApiKey, RevokedToken
 from server.auth.permissions import PLATFORM_ROLES, Principal, Role
 from server.auth.tokens import TokenClaims, TokenCodec
@@ -20,8 +20,6 @@ from server.errors import InvalidInput, NotFound, Unauthorized
 from server.orgs.models import Organisation
 from server.orgs.service import find_operator_org
 from server.sessions.service import get_session
-
-log = logging.getLogger(__name__)
 
 
 async def create_api_key(
@@ -79,30 +77,7 @@ async def exchange_api_key(
     key made before that rule) is refused like a revoked one: same 401 and wording, so it
     counts as a failed exchange, and the server logs a warning naming the key's id and
     organisation so the operator can revoke it."""
-    if len(api_key) > MAX_KEY_LENGTH:
-        raise Unauthorized("invalid API key")
-    found = (
-        await session.execute(
-            select(ApiKey, Organisation.is_operator)
-            .join(Organisation, Organisation.id == ApiKey.org_id)
-            .where(ApiKey.key_hash == hash_api_key(api_key))
-        )
-    ).one_or_none()
-    if found is None:
-        raise Unauthorized("invalid API key")
-    row, is_operator = found
-    if row.revoked_at is not None:
-        raise Unauthorized("invalid API key")
-    if row.role in PLATFORM_ROLES and not is_operator:
-        log.warning(
-            "refused API key %s (%s, role %s): its organisation %s is not the operator; "
-            "platform roles belong to the operator organisation only, revoke this key",
-            row.id,
-            row.prefix,
-            row.role,
-            row.org_id,
-        )
-        raise Unauthorized("invalid API key")
+    row = await live_api_key(session, api_key=api_key)
     return codec.issue(subject=str(row.id), org_id=row.org_id, role=row.role, session_id=session_id)
 
 

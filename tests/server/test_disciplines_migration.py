@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.database import utcnow
 from bank.models import Discipline, Item, OrgStratumExclusion, Stratum, make_slot
 from bank.taxonomy import DEFAULT_TAXONOMY
 from server.database import create_engine, unit_of_work, upgrade
-from tests.support.factories import make_org
+from server.orgs.models import Organisation
 from tests.support.services import PostgresServer
 
 BEFORE = "e5f6a7b8c9d0"
@@ -41,7 +42,11 @@ async def _database_at(backend: str, request: pytest.FixtureRequest, tmp_path: P
 
 
 async def _old_bank(session: AsyncSession) -> None:
-    org = await make_org(session)
+    # a Core insert of the columns the old schema has (the model has grown since)
+    org_id = uuid.uuid4()
+    await session.execute(
+        insert(Organisation.__table__).values(id=org_id, name="org-old", created_at=utcnow())
+    )
     for n, (discipline, sub, count) in enumerate(OLD_STRATA, start=1):
         session.add(
             Stratum(
@@ -75,7 +80,7 @@ async def _old_bank(session: AsyncSession) -> None:
                     created_at=datetime.now(UTC),
                 )
             )
-        session.add(OrgStratumExclusion(org_id=org.id, stratum_id=n, n_items=1))
+        session.add(OrgStratumExclusion(org_id=org_id, stratum_id=n, n_items=1))
     await session.flush()
 
 

@@ -124,7 +124,7 @@ async def test_a_legacy_platform_key_of_another_org_gets_no_token(
         legacy_id, legacy = await insert_legacy_key(db, org_id=world.b.id, role=role.value)
         _, on_operator = await insert_legacy_key(db, org_id=world.a.id, role=role.value)
 
-    with caplog.at_level(logging.WARNING, logger="server.auth.service"):
+    with caplog.at_level(logging.WARNING, logger="server.auth.key_check"):
         refused = await client.post("/v1/auth/token", json={"api_key": legacy})
     assert refused.status_code == 401, refused.text
     assert refused.json()["detail"] == "invalid API key"
