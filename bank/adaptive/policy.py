@@ -52,6 +52,9 @@ class Policy(StrEnum):
     PROPORTIONAL = "proportional"
     NEYMAN = "neyman"
     NEYMAN_IRT = "neyman-irt"
+    MODEL_ASSISTED = "model-assisted"
+    """IRT-predicted, content-balanced randomised selection with the model-assisted
+    (difference) estimator and rank-aware stopping: :mod:`bank.adaptive.assisted`."""
 
 
 class StopReason(StrEnum):
@@ -59,6 +62,8 @@ class StopReason(StrEnum):
     """The interval's half-width fell to the target."""
     BUDGET = "budget"
     """The budget is spent (or the population exhausted) and every item is scored."""
+    SETTLED = "settled"
+    """The model's place among its leaderboard neighbours is settled (``model-assisted``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +81,15 @@ class AdaptiveConfig:
     sd_floor: float = 0.1
     bands: int = 5
     """Difficulty bands per stratum for ``neyman-irt``."""
+    selection_floor: float = 0.05
+    """``model-assisted``: added to every item's selection size (the exposure control of
+    :func:`bank.adaptive.selection.selection_probabilities`)."""
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.pilot < 0 or self.check_every < 1 or self.bands < 1:
             raise ValueError("budget, check_every and bands must be positive, pilot >= 0")
+        if self.selection_floor <= 0:
+            raise ValueError("selection_floor must be positive")
         if self.target_halfwidth <= 0:
             raise ValueError("target_halfwidth must be positive")
         if not 0 < self.delta < 1:

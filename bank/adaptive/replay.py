@@ -18,6 +18,7 @@ from the responses it is scored on.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -26,9 +27,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from bank.adaptive.assisted import AssistedState, PoolItem
 from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Policy, assign_strata
 from bank.adaptive.recorded import ResponseMatrix
+from bank.adaptive.stopping import Neighbour
 
 POINTS = 100.0
 """Scores are reported on a 0-100 scale."""
@@ -43,6 +46,8 @@ class _ModelTask:
     seed: int
     model: int
     parameters: ItemParameters | None
+    disciplines: list[str]
+    neighbours: list[Neighbour]
 
 
 def _run_model(task: _ModelTask) -> list[SessionOutcome]:
@@ -54,6 +59,8 @@ def _run_model(task: _ModelTask) -> list[SessionOutcome]:
             task.config,
             np.random.default_rng([task.seed, run, task.model]),
             task.parameters,
+            disciplines=task.disciplines,
+            neighbours=task.neighbours,
         )
         for run in range(task.runs)
     ]
@@ -65,6 +72,11 @@ class SessionOutcome:
     estimate: float
     halfwidth: float
     stop: str
+    drawn: NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """The items given, as column indices of the response matrix."""
+    disciplines: dict[str, float] = field(default_factory=dict)
+    """Per discipline the session's estimate on [0, 1]: ``model-assisted``'s own, for the
+    other policies the mean of the discipline's items given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,14 @@ class PolicySummary:
     """Mean stated half-width, in points."""
     stopped_precise: float
     """Share of sessions that stopped because the interval was narrow enough."""
+    stopped_settled: float = 0.0
+    """Share of sessions that stopped because the model's place was settled."""
+    discipline_mae: float = math.nan
+    """Mean absolute error of the per-discipline estimates, in points, over every
+    discipline of every session that gave one of its items."""
+    max_exposure: float = 0.0
+    """The largest share of sessions that were given one same item (each session stands
+    for another organisation)."""
 
 
 @dataclass(slots=True)
@@ -88,6 +108,10 @@ class ReplayResult:
     runs: int
     full_scores: dict[str, float]
     policies: dict[str, PolicySummary] = field(default_factory=dict)
+
+
+IRT_POLICIES = (Policy.NEYMAN_IRT, Policy.MODEL_ASSISTED)
+"""The policies that use item parameters."""
 
 
 def replay(
@@ -99,13 +123,16 @@ def replay(
     runs: int,
     seed: int = 0,
     history: ResponseMatrix | None = None,
+    disciplines: Sequence[str] | None = None,
     progress: Callable[[str, int], None] | None = None,
     jobs: int = 1,
 ) -> ReplayResult:
-    """Replay ``runs`` sessions per model and policy; ``strata[j]`` is item j's stratum.
+    """Replay ``runs`` sessions per model and policy; ``strata[j]`` is item j's stratum and
+    ``disciplines[j]`` its discipline (default: its stratum).
 
     Run r of model m draws from ``numpy.random.default_rng([seed, r, m])`` under every
-    policy, so results do not depend on ``jobs`` (worker processes).
+    policy, so results do not depend on ``jobs`` (worker processes). The leaderboard a
+    ``model-assisted`` session's rank-aware rule sees is the other models' full-set scores.
     ``progress(policy, sessions)`` is called when a policy is done, if given."""
     scores = responses.scores
     if scores.shape[0] < 2:
@@ -114,17 +141,29 @@ def replay(
     result = ReplayResult(
         config, runs, {m: float(full[i] * POINTS) for i, m in enumerate(responses.models)}
     )
-    parameters = _item_parameters(responses, history) if Policy.NEYMAN_IRT in policies else None
+    uses_irt = any(p in IRT_POLICIES for p in policies)
+    parameters = _item_parameters(responses, history) if uses_irt else None
+    labels = list(disciplines) if disciplines is not None else list(strata)
     n_models = len(responses.models)
     for policy in policies:
         cfg = replace(config, policy=policy)
 
         def params(m: int, policy: Policy = policy) -> ItemParameters | None:
-            # only neyman-irt uses item parameters; the others need not carry them
-            return parameters(m) if parameters and policy is Policy.NEYMAN_IRT else None
+            # only the IRT policies use item parameters; the others need not carry them
+            return parameters(m) if parameters and policy in IRT_POLICIES else None
 
         tasks = [
-            _ModelTask(scores[m], list(strata), cfg, runs, seed, m, params(m))
+            _ModelTask(
+                scores[m],
+                list(strata),
+                cfg,
+                runs,
+                seed,
+                m,
+                params(m),
+                labels,
+                [Neighbour(float(full[o])) for o in range(n_models) if o != m],
+            )
             for m in range(n_models)
         ]
         if jobs > 1:
@@ -136,7 +175,9 @@ def replay(
         for m, sessions in enumerate(per_model):
             for run, outcome in enumerate(sessions):
                 outcomes[run, m] = outcome
-        result.policies[policy.value] = summarise(outcomes, full, cfg.budget)
+        result.policies[policy.value] = summarise(
+            outcomes, full, cfg.budget, truth=_discipline_means(scores, labels)
+        )
         if progress:
             progress(policy.value, runs * n_models)
     return result
@@ -148,8 +189,14 @@ def replay_session(
     config: AdaptiveConfig,
     rng: np.random.Generator,
     parameters: ItemParameters | None = None,
+    *,
+    disciplines: Sequence[str] | None = None,
+    neighbours: Sequence[Neighbour] = (),
 ) -> SessionOutcome:
     """One session of ``config.policy`` over the items the model answered."""
+    labels = list(disciplines) if disciplines is not None else list(strata)
+    if config.policy is Policy.MODEL_ASSISTED:
+        return _assisted_session(scores, strata, labels, config, rng, parameters, neighbours)
     answered = np.flatnonzero(~np.isnan(scores))
     groups = _strata_of(answered, strata, config, parameters)
     queues = {key: list(rng.permutation(members)) for key, members in groups.items()}
@@ -165,8 +212,10 @@ def replay_session(
         config, {key: len(m) for key, m in groups.items()}, item_parameters=item_params
     )
     decision = None
+    drawn: list[int] = []
     while (key := state.next_stratum()) is not None:
         item = int(queues[key].pop())
+        drawn.append(item)
         state.allocated(key)
         ab = (
             (float(parameters.a[item]), float(parameters.b[item]))
@@ -178,9 +227,81 @@ def replay_session(
             break
     if decision is None or decision.stop is None:
         decision = state.decision(final=True)
+    given = np.array(drawn, dtype=np.int64)
     return SessionOutcome(
-        state.n_allocated, decision.estimate.mean, decision.halfwidth, str(decision.stop)
+        state.n_allocated,
+        decision.estimate.mean,
+        decision.halfwidth,
+        str(decision.stop),
+        given,
+        _raw_discipline_means(scores, given, labels),
     )
+
+
+def _assisted_session(
+    scores: NDArray[np.float64],
+    strata: Sequence[str],
+    disciplines: Sequence[str],
+    config: AdaptiveConfig,
+    rng: np.random.Generator,
+    parameters: ItemParameters | None,
+    neighbours: Sequence[Neighbour],
+) -> SessionOutcome:
+    """One ``model-assisted`` session: the pool is every item the model answered."""
+    answered = np.flatnonzero(~np.isnan(scores))
+    pool = [
+        PoolItem(
+            strata[j],
+            disciplines[j],
+            None if parameters is None else float(parameters.a[j]),
+            None if parameters is None else float(parameters.b[j]),
+        )
+        for j in answered.tolist()
+    ]
+    state = AssistedState.start(config, pool)
+    decision = None
+    while (draw := state.next_draw(rng)) is not None:
+        decision = (
+            state.scored(draw.item, float(scores[answered[draw.item]]), neighbours=neighbours)
+            or decision
+        )
+    if decision is None or decision.stop is None:
+        decision = state.decision(final=True)
+    per_discipline = state.estimate().disciplines
+    return SessionOutcome(
+        state.n_allocated,
+        decision.estimate.mean,
+        decision.halfwidth,
+        str(decision.stop),
+        answered[[d.item for d in state.draws]],
+        {name: d.mean for name, d in per_discipline.items() if not math.isnan(d.mean)},
+    )
+
+
+def _raw_discipline_means(
+    scores: NDArray[np.float64], given: NDArray[np.int64], disciplines: Sequence[str]
+) -> dict[str, float]:
+    sums: dict[str, list[float]] = {}
+    for j in given:
+        sums.setdefault(disciplines[int(j)], []).append(float(scores[j]))
+    return {name: statistics.fmean(values) for name, values in sums.items()}
+
+
+def _discipline_means(
+    scores: NDArray[np.float64], disciplines: Sequence[str]
+) -> list[dict[str, float]]:
+    """Per model its full-set mean in every discipline."""
+    labels = np.array(disciplines)
+    out = []
+    for row in scores:
+        seen = ~np.isnan(row)
+        out.append(
+            {
+                str(name): float(row[seen & (labels == name)].mean())
+                for name in np.unique(labels[seen])
+            }
+        )
+    return out
 
 
 def _strata_of(
@@ -221,13 +342,18 @@ def _item_parameters(
 
 
 def summarise(
-    outcomes: NDArray[np.object_], full: NDArray[np.float64], budget: int
+    outcomes: NDArray[np.object_],
+    full: NDArray[np.float64],
+    budget: int,
+    *,
+    truth: Sequence[dict[str, float]] | None = None,
 ) -> PolicySummary:
-    """The policy's figures over ``outcomes`` (runs x models of :class:`SessionOutcome`)."""
+    """The policy's figures over ``outcomes`` (runs x models of :class:`SessionOutcome`);
+    ``truth[m]`` is model m's full-set score per discipline."""
     items = np.array([[o.items for o in row] for row in outcomes], dtype=np.float64)
     est = np.array([[o.estimate for o in row] for row in outcomes], dtype=np.float64)
     width = np.array([[o.halfwidth for o in row] for row in outcomes], dtype=np.float64)
-    precise = np.array([[o.stop == "precise" for o in row] for row in outcomes])
+    stops = np.array([[o.stop for o in row] for row in outcomes])
     errors = np.abs(est - full[None, :])
     from scipy.stats import (  # scipy.stats takes ~1 s to import: not at every CLI start
         kendalltau,
@@ -245,5 +371,31 @@ def summarise(
         coverage=float((errors <= width).mean()),
         items_p95=float(np.quantile(items, 0.95)),
         halfwidth_mean=float(width.mean() * POINTS),
-        stopped_precise=float(precise.mean()),
+        stopped_precise=float((stops == "precise").mean()),
+        stopped_settled=float((stops == "settled").mean()),
+        discipline_mae=_discipline_mae(outcomes, truth),
+        max_exposure=_max_exposure(outcomes),
     )
+
+
+def _discipline_mae(
+    outcomes: NDArray[np.object_], truth: Sequence[dict[str, float]] | None
+) -> float:
+    if truth is None:
+        return math.nan
+    errors = [
+        abs(estimate - truth[m][name])
+        for row in outcomes
+        for m, outcome in enumerate(row)
+        for name, estimate in outcome.disciplines.items()
+    ]
+    return statistics.fmean(errors) * POINTS if errors else math.nan
+
+
+def _max_exposure(outcomes: NDArray[np.object_]) -> float:
+    """The largest share of all sessions that were given one same item."""
+    given = [o.drawn for row in outcomes for o in row]
+    if not given or not any(g.size for g in given):
+        return 0.0
+    counts = np.bincount(np.concatenate(given))
+    return float(counts.max() / len(given))
