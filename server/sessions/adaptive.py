@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -184,6 +184,50 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
         halfwidth=halfwidth,
         checks=run.checks_done,
         stop_reason=stop_reason,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEstimate:
+    """An adaptive session's estimate of its score on its pool, for the leaderboard: points
+    (0-100), variance in points squared, the scored items behind it, and the same per
+    discipline (discipline -> (points, variance, items))."""
+
+    score: float
+    variance: float
+    n_items: int
+    disciplines: dict[str, tuple[float, float, int]]
+
+
+async def session_estimates(
+    db: AsyncSession, *, session_ids: Collection[uuid.UUID]
+) -> dict[uuid.UUID, SessionEstimate]:
+    """The estimate over every score so far of each adaptive session of ``session_ids``
+    that has one (sessions whose strata are not all scored yet are left out)."""
+    out: dict[uuid.UUID, SessionEstimate] = {}
+    for session_id in sorted(session_ids, key=str):
+        record = await db.get(EvalSession, session_id)
+        run = await db.get(AdaptiveRun, session_id)
+        if record is None or run is None:
+            continue
+        estimate = await _session_estimate(db, record=record, run=run)
+        if estimate is not None:
+            out[session_id] = estimate
+    return out
+
+
+async def _session_estimate(
+    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+) -> SessionEstimate | None:
+    state, _ = await _rebuild(db, record=record, run=run)
+    decision = state.decision()
+    if math.isnan(decision.estimate.mean):
+        return None
+    return SessionEstimate(
+        score=decision.estimate.mean * POINTS,
+        variance=decision.estimate.variance * POINTS * POINTS,
+        n_items=state.n_scored,
+        disciplines={},
     )
 
 

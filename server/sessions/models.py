@@ -92,3 +92,20 @@ class AdaptiveRun(Base):
     n_scored: Mapped[int] = mapped_column(Integer, default=0)
     """Scored items behind ``estimate`` at the last check."""
     stop_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+
+
+class AdaptiveDraw(Base):
+    """How the item at ``position`` of a ``model-assisted`` session was drawn
+    (``bank.adaptive.difference.StratumDraw`` without its score, which is the verdict's):
+    fixed at delivery, so the estimator can be rebuilt whatever verdicts came since."""
+
+    __tablename__ = "adaptive_draws"
+
+    session_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("eval_sessions.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    probability: Mapped[float] = mapped_column(Float)
+    predicted: Mapped[float] = mapped_column(Float)
+    unseen_predicted: Mapped[float] = mapped_column(Float)
+    weight: Mapped[float] = mapped_column(Float)
