@@ -3,13 +3,17 @@
 For every model of a response matrix (``--responses``, the format of the MMLU-Pro
 ``responses.csv`` in the shared data) and every policy, ``--runs`` sessions are replayed
 by :func:`bank.adaptive.replay.replay`: the policy asks for a stratum, an unseen item of
-that stratum the model answered is drawn at random and its recorded score arrives at once.
+that stratum the model answered is drawn at random (``model-assisted``: with probability
+by its predicted information) and its recorded score arrives at once.
 Each session's estimate is compared with the model's full-set score (its mean over every
 item it answered). Items' strata come from ``--items`` (JSONL, ``items.jsonl``).
 
-Item parameters for ``neyman-irt`` come from ``--history`` (earlier models' responses,
-none of which may be a simulated model) or, without it, from fits that leave the simulated
-model out: no policy learns from the responses it is scored on.
+Item parameters for ``neyman-irt`` and ``model-assisted`` come from ``--history``
+(earlier models' responses, none of which may be a simulated model) or, without it, from
+fits that leave the simulated model out: no policy learns from the responses it is scored
+on. Items' disciplines (the ``category`` field of ``--items``, whatever ``--strata`` is)
+give the per-discipline estimates; ``model-assisted``'s rank-aware stopping rule sees the
+other models' full-set scores as the leaderboard.
 
 Input problems are printed as ``error: file:line: field: what`` and exit with status 1.
 """
@@ -39,7 +43,7 @@ from bank.adaptive.recorded import (
     load_items,
     load_responses,
 )
-from bank.adaptive.replay import POINTS, PolicySummary, ReplayResult, replay
+from bank.adaptive.replay import IRT_POLICIES, POINTS, PolicySummary, ReplayResult, replay
 from bank.formats.input_problems import InputProblem
 from judge.numbers import format_number, json_float
 from server.cli.groups import command_registrar
@@ -52,6 +56,7 @@ ALL_POLICIES = (
     Policy.PROPORTIONAL,
     Policy.NEYMAN,
     Policy.NEYMAN_IRT,
+    Policy.MODEL_ASSISTED,
 )
 DEFAULT_STRATA = "discipline,type"
 T = TypeVar("T")
@@ -112,17 +117,20 @@ def simulate_command(
         typer.Option(
             "--history",
             help="Responses (CSV, same format) of earlier models that give the item "
-            "parameters for neyman-irt; none may appear in --responses. Default: fit them "
-            "leaving the simulated model out.",
+            "parameters for neyman-irt and model-assisted; none may appear in --responses. "
+            "Default: fit them leaving the simulated model out.",
         ),
     ] = None,
     policy: Annotated[
         list[Policy] | None,
         typer.Option(
             "--policy",
-            help="A policy to replay; repeat for several. Default: all five, in the order "
-            "full, uniform, proportional, neyman, neyman-irt. 'uniform' ignores the strata; "
-            "'neyman-irt' also bands each stratum by item difficulty.",
+            help="A policy to replay; repeat for several. Default: all six, in the order "
+            "full, uniform, proportional, neyman, neyman-irt, model-assisted. 'uniform' "
+            "ignores the strata; 'neyman-irt' also bands each stratum by item difficulty; "
+            "'model-assisted' draws items with probability by their predicted information, "
+            "estimates with the difference estimator and also stops when the model's place "
+            "among the other models is settled.",
             show_default=False,
         ),
     ] = None,
@@ -149,7 +157,8 @@ def simulate_command(
             "--bound",
             help="The interval: hoeffding-serfling (guaranteed, the design's rule), "
             "bernstein-serfling (guaranteed, adapts to small variances), or normal "
-            "(asymptotic; the variance-adaptive one).",
+            "(asymptotic; the variance-adaptive one). model-assisted always uses normal, "
+            "on its estimator's variance.",
         ),
     ] = Bound.HOEFFDING_SERFLING,
     budget: Annotated[
@@ -182,8 +191,9 @@ def simulate_command(
 ) -> None:
     """Replay adaptive sessions on recorded responses.
 
-    Compares each policy's estimates with the full-set scores: items used, MAE, rank
-    correlations and interval coverage."""
+    Compares each policy's estimates with the full-set scores: items used, MAE (overall
+    and per discipline), rank correlations, interval coverage, why sessions stopped and
+    the largest share of sessions given one same item."""
     policies = list(dict.fromkeys(policy or ALL_POLICIES))
     fields = _strata_fields(strata)
     with exit_on_input_error():
@@ -215,6 +225,8 @@ class _Setup:
     history: ResponseMatrix | None
     strata: list[str]
     """The stratum of each response column."""
+    disciplines: list[str]
+    """The discipline of each response column."""
 
 
 def _prepare(
@@ -237,17 +249,19 @@ def _prepare(
     if history_path is not None:
         history = _load(load_responses, history_path)
         _check_history(history, history_path, responses, responses_path)
-    elif Policy.NEYMAN_IRT in policies and len(responses.models) < 3:
+    elif len(responses.models) < 3 and (irt := [p for p in policies if p in IRT_POLICIES]):
         raise CommandInputError(
             _problem(
                 responses_path,
                 "model",
-                "neyman-irt without --history needs at least three models (item parameters "
-                "are fitted leaving the simulated model out)",
+                f"{' and '.join(irt)} without --history need{'s' if len(irt) == 1 else ''} "
+                "at least three models (item parameters are fitted leaving the simulated "
+                "model out)",
             )
         )
     strata = [items[item].stratum(fields) for item in responses.item_ids]
-    return _Setup(responses_path, items_path, history_path, responses, history, strata)
+    disciplines = [items[item].discipline for item in responses.item_ids]
+    return _Setup(responses_path, items_path, history_path, responses, history, strata, disciplines)
 
 
 def _load(loader: Callable[[Path], T], path: Path) -> T:
@@ -344,6 +358,7 @@ def _replay(
                 runs=runs,
                 seed=seed,
                 history=setup.history,
+                disciplines=setup.disciplines,
                 progress=progress,
                 jobs=jobs,
             )
@@ -376,6 +391,7 @@ class _Report:
             "seed": self.seed,
             "strata": list(self.fields),
             "n_strata": len(set(setup.strata)),
+            "n_disciplines": len(set(setup.disciplines)),
             "n_models": len(setup.responses.models),
             "n_items": len(setup.responses.item_ids),
         }
@@ -414,22 +430,28 @@ class _Report:
         table = Table(
             title="Policies against the full-set scores",
             title_justify="left",
-            caption="MAE and half-width in score points (0-100); Spearman and Kendall: "
-            "each run's ranking against the full-set ranking, averaged; coverage: share of "
-            "sessions whose interval holds the full-set score",
+            caption="MAE and half-width in score points (0-100); MAE by discipline: over "
+            "every discipline a session gave items of; Spearman and Kendall: each run's "
+            "ranking against the full-set ranking, averaged; coverage: share of sessions "
+            "whose interval holds the full-set score; stopped precise / settled: share of "
+            "sessions stopped by the half-width / by the model's settled place among the "
+            "others; max exposure: the largest share of sessions given one same item",
             caption_justify="left",
         )
-        table.add_column("policy")
+        table.add_column("policy", no_wrap=True)
         for name in (
             "items mean",
             "items p95",
             "saved vs full",
             "MAE",
+            "MAE by discipline",
             "Spearman",
             "Kendall",
             "coverage",
             "half-width",
             "stopped precise",
+            "stopped settled",
+            "max exposure",
         ):
             table.add_column(name, justify="right")
         for name, s in self.result.policies.items():
@@ -439,18 +461,21 @@ class _Report:
                 f"{s.items_p95:.0f}",
                 f"{s.saved_vs_full * 100:.1f}%",
                 format_number(s.mae, 2),
+                format_number(s.discipline_mae, 2),
                 format_number(s.spearman, 3),
                 format_number(s.kendall, 3),
                 f"{s.coverage * 100:.1f}%",
                 format_number(s.halfwidth_mean, 2),
                 f"{s.stopped_precise * 100:.0f}%",
+                f"{s.stopped_settled * 100:.0f}%",
+                f"{s.max_exposure * 100:.1f}%",
             )
         return table
 
 
 def _summary_json(s: PolicySummary) -> dict[str, float | None]:
-    """The summary's figures; an undefined one (NaN: a constant ranking; infinite: a
-    stratum never sampled) becomes null."""
+    """The summary's figures; an undefined one (NaN: a constant ranking, no discipline
+    estimate; infinite: a stratum never sampled) becomes null."""
     return {
         "items_mean": json_float(s.items_mean),
         "saved_vs_full": json_float(s.saved_vs_full),
@@ -461,4 +486,7 @@ def _summary_json(s: PolicySummary) -> dict[str, float | None]:
         "items_p95": json_float(s.items_p95),
         "halfwidth_mean": json_float(s.halfwidth_mean),
         "stopped_precise": json_float(s.stopped_precise),
+        "stopped_settled": json_float(s.stopped_settled),
+        "discipline_mae": json_float(s.discipline_mae),
+        "max_exposure": json_float(s.max_exposure),
     }

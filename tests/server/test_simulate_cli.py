@@ -1,5 +1,8 @@
 """``proctor simulate``: as a user runs it (real subprocesses) on a small synthetic response
-matrix and on the MMLU-Pro responses when present; input errors in-process (Typer's runner).
+matrix, on one whose every model scores all or nothing in each discipline (so a sample's
+per-discipline means are exact when, and only when, the items' disciplines reach the
+replay), and on the MMLU-Pro responses when present; input errors in-process (Typer's
+runner).
 
 The subprocesses are started at once (each pays ~2.5 s of interpreter and import start-up)
 and the tests read the finished results.
@@ -27,8 +30,12 @@ DISCIPLINES = ("math", "law", "biology", "history")
 N_ITEMS = 400
 BUDGET = 150
 RUNS = 4
-ALL = ["full", "uniform", "proportional", "neyman", "neyman-irt"]
+ALL = ["full", "uniform", "proportional", "neyman", "neyman-irt", "model-assisted"]
 REQUIRED = {"items_mean", "saved_vs_full", "mae", "spearman", "kendall", "coverage"}
+NEW = {"stopped_settled", "discipline_mae", "max_exposure"}
+"""The figures the model-assisted policy brought (every policy reports them)."""
+SOLVED = {"s1": ("math",), "s2": ("math", "law"), "s3": ("math", "law", "biology")}
+"""All-or-nothing models: each solves every item of its disciplines and no other."""
 MMLU_PRO = SHARED_DATA / "mmlu_pro"
 
 
@@ -64,12 +71,24 @@ def write_items(path: Path) -> None:
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
 
 
+def write_all_or_nothing(path: Path) -> None:
+    """Responses of :data:`SOLVED` over the items of :func:`write_items`, every cell filled."""
+    lines = ["model," + ",".join(item_id(j) for j in range(N_ITEMS))]
+    for model, solved in SOLVED.items():
+        cells = [
+            "1" if DISCIPLINES[j % len(DISCIPLINES)] in solved else "0" for j in range(N_ITEMS)
+        ]
+        lines.append(model + "," + ",".join(cells))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("simulate")
     write_responses(folder / "responses.csv", ACCURACY, seed=1)
     write_responses(folder / "history.csv", HISTORY, seed=2)
     write_items(folder / "items.jsonl")
+    write_all_or_nothing(folder / "all_or_nothing.csv")
     return folder
 
 
@@ -95,8 +114,34 @@ def runs(folder: Path) -> dict[str, Run]:
         "json_jobs": small(folder, "--json", "--jobs", "2"),
         "restricted": small(folder, "--policy", "uniform", "--policy", "neyman", "--json"),
         "table": small(folder, "--jobs", "1", "--bound", "normal"),
+        "table_json": small(folder, "--jobs", "1", "--bound", "normal", "--json"),
         "history": small(
-            folder, "--history", str(folder / "history.csv"), "--policy", "neyman-irt", "--json"
+            folder,
+            "--history",
+            str(folder / "history.csv"),
+            "--policy",
+            "neyman-irt",
+            "--policy",
+            "model-assisted",
+            "--json",
+        ),
+        "disciplines": (
+            "simulate",
+            "--responses",
+            str(folder / "all_or_nothing.csv"),
+            "--items",
+            str(folder / "items.jsonl"),
+            "--strata",
+            "type",
+            "--policy",
+            "uniform",
+            "--policy",
+            "proportional",
+            "--runs",
+            str(RUNS),
+            "--budget",
+            str(BUDGET),
+            "--json",
         ),
     }
     if MMLU_PRO.is_dir():
@@ -108,6 +153,8 @@ def runs(folder: Path) -> dict[str, Run]:
             str(MMLU_PRO / "items.jsonl"),
             "--policy",
             "neyman-irt",
+            "--policy",
+            "model-assisted",
             "--runs",
             "2",
             "--budget",
@@ -141,21 +188,33 @@ def test_json_report(runs: dict[str, Run]) -> None:
     assert config["target_halfwidth"] == 7.0
     assert config["strata"] == ["discipline", "type"]
     assert config["n_strata"] == len(DISCIPLINES) * 2
+    assert config["n_disciplines"] == len(DISCIPLINES)
     assert (config["n_models"], config["n_items"]) == (len(ACCURACY), N_ITEMS)
     assert list(report["policies"]) == ALL
     for name, figures in report["policies"].items():
-        assert set(figures) >= REQUIRED | {"items_p95", "halfwidth_mean", "stopped_precise"}
+        assert set(figures) >= REQUIRED | NEW | {"items_p95", "halfwidth_mean", "stopped_precise"}
         assert figures["saved_vs_full"] == pytest.approx(1 - figures["items_mean"] / BUDGET)
         assert 0 < figures["items_mean"] <= figures["items_p95"] <= BUDGET, name
         assert 0 <= figures["coverage"] <= 1
         assert 0 <= figures["stopped_precise"] <= 1
+        assert 0 <= figures["stopped_settled"] <= 1 - figures["stopped_precise"], name
         assert figures["spearman"] > 0.9, name
         assert figures["kendall"] > 0.7, name
         assert 0 <= figures["mae"] < 10, name
+        # a discipline's estimate rests on about a quarter of the items: less precise
+        assert figures["mae"] < figures["discipline_mae"] < 15, name
+        # some item is given at least as often as the items' average
+        assert figures["items_mean"] / N_ITEMS <= figures["max_exposure"] <= 1, name
+    for name in ALL[:-1]:  # only model-assisted looks at the other models' scores
+        assert report["policies"][name]["stopped_settled"] == 0, name
     full = report["policies"]["full"]
     assert full["items_mean"] == full["items_p95"] == BUDGET
     assert full["saved_vs_full"] == 0
     assert full["stopped_precise"] == 0
+    # six well separated models: a model's place is settled well before 150 items
+    assisted = report["policies"]["model-assisted"]
+    assert assisted["stopped_settled"] >= 0.5
+    assert assisted["items_mean"] < report["policies"]["uniform"]["items_mean"]
 
 
 def test_results_do_not_depend_on_jobs(runs: dict[str, Run]) -> None:
@@ -182,6 +241,17 @@ def test_table_output(runs: dict[str, Run], folder: Path) -> None:
     assert f"{len(ACCURACY)} models x {N_ITEMS} items" in run.stdout
     for header in ("items mean", "MAE", "Spearman", "Kendall", "coverage"):
         assert header in run.stdout
+    # the new columns' headers wrap over two lines of the 160-column table
+    for header in ("discipline", "settled", "exposure"):
+        assert header in run.stdout
+    figures = output(runs["table_json"])["policies"]
+    for name in ALL:
+        row = next(line for line in lines if line.startswith(f"│ {name} "))
+        cells = [cell.strip() for cell in row.strip().strip("│").split("│")]
+        assert len(cells) == 13, row
+        assert cells[5] == f"{figures[name]['discipline_mae']:.2f}", name
+        assert cells[11] == f"{figures[name]['stopped_settled'] * 100:.0f}%", name
+        assert cells[12] == f"{figures[name]['max_exposure'] * 100:.1f}%", name
     # progress on stderr, one line per policy
     for name in ALL:
         assert f"{name}: {RUNS * len(ACCURACY)} sessions in" in run.stderr
@@ -190,10 +260,27 @@ def test_table_output(runs: dict[str, Run], folder: Path) -> None:
 def test_history_gives_the_item_parameters(runs: dict[str, Run], folder: Path) -> None:
     report = output(runs["history"])
     assert report["config"]["history"] == str(folder / "history.csv")
-    figures = report["policies"]["neyman-irt"]
-    assert list(report["policies"]) == ["neyman-irt"]
-    assert figures["spearman"] > 0.9
-    assert figures["mae"] < 10
+    assert list(report["policies"]) == ["neyman-irt", "model-assisted"]
+    for figures in report["policies"].values():
+        assert figures["spearman"] > 0.9
+        assert figures["mae"] < 10
+    # fitted on other models, the parameters give other draws than the left-one-out fits
+    assert (
+        report["policies"]["model-assisted"] != output(runs["json"])["policies"]["model-assisted"]
+    )
+
+
+def test_disciplines_come_from_the_items_whatever_the_strata(runs: dict[str, Run]) -> None:
+    """Every model scores all or nothing in each discipline, so any sample's mean of a
+    discipline is exact; the strata (question types) mix disciplines, so had the replay
+    taken them for disciplines, their means would miss."""
+    report = output(runs["disciplines"])
+    assert report["config"]["strata"] == ["type"]
+    assert (report["config"]["n_strata"], report["config"]["n_disciplines"]) == (2, 4)
+    for name in ("uniform", "proportional"):
+        figures = report["policies"][name]
+        assert figures["discipline_mae"] == 0, name
+        assert figures["mae"] > 0, name  # the sessions did not take every item
 
 
 @pytest.mark.skipif(not MMLU_PRO.is_dir(), reason=f"real data not found at {MMLU_PRO}")
@@ -201,11 +288,15 @@ def test_mmlu_pro(runs: dict[str, Run]) -> None:
     report = output(runs["mmlu_pro"])
     assert len(report["models"]) == 20
     assert report["config"]["n_models"] == 20
-    figures = report["policies"]["neyman-irt"]
-    assert figures["items_mean"] <= 300
-    assert figures["mae"] < 5
-    assert figures["spearman"] > 0.9
-    assert 0.5 <= figures["coverage"] <= 1
+    assert list(report["policies"]) == ["neyman-irt", "model-assisted"]
+    for name, figures in report["policies"].items():
+        assert figures["items_mean"] <= 300, name
+        assert figures["mae"] < 5, name
+        assert figures["spearman"] > 0.9, name
+        assert 0.5 <= figures["coverage"] <= 1, name
+        assert figures["mae"] < figures["discipline_mae"] < 15, name
+        # 40 sessions of at most 300 of 12,032 items: no item reaches every session
+        assert 0 < figures["max_exposure"] < 0.5, name
 
 
 # input errors, in-process
@@ -280,6 +371,42 @@ def test_option_out_of_range(folder: Path, option: str, value: str) -> None:
     run = invoke(*small(folder, option, value))
     assert run.exit_code == 2
     assert option in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("policies", "message"),
+    [
+        (("--policy", "model-assisted"), "model-assisted without --history needs"),
+        (("--policy", "uniform"), None),
+        ((), "neyman-irt and model-assisted without --history need"),
+    ],
+)
+def test_item_parameters_need_three_models_without_history(
+    folder: Path, tmp_path: Path, policies: tuple[str, ...], message: str | None
+) -> None:
+    two = rewrite(folder / "responses.csv", tmp_path / "two.csv", lambda lines: lines[:3])
+    run = invoke(
+        "simulate",
+        "--responses",
+        str(two),
+        "--items",
+        str(folder / "items.jsonl"),
+        "--runs",
+        "1",
+        "--budget",
+        "20",
+        "--jobs",
+        "1",
+        "--json",
+        *policies,
+    )
+    if message is None:
+        assert run.exit_code == 0, run.stderr
+        assert list(json.loads(run.stdout)["policies"]) == ["uniform"]
+    else:
+        assert run.exit_code == 1
+        assert f"error: {two}: model: {message} at least three models" in run.stderr
+        assert run.stdout == ""
 
 
 def test_unreadable_file(folder: Path, tmp_path: Path) -> None:
