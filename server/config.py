@@ -323,14 +323,15 @@ class Settings(BaseSettings):
     came over HTTPS (set it behind a TLS-terminating proxy that does not pass the scheme)."""
 
     # --- adaptive sessions (see server/sessions/adaptive.py, bank/adaptive) ---
-    adaptive_policy: AdaptivePolicy = AdaptivePolicy.NEYMAN_IRT
-    """The default policy of ``mode: adaptive`` sessions."""
+    adaptive_policy: AdaptivePolicy = AdaptivePolicy.MODEL_ASSISTED
+    """The default policy of ``mode: adaptive`` sessions (``model-assisted`` always uses
+    the ``normal`` interval; see docs/methods.md)."""
     adaptive_bound: AdaptiveBound = AdaptiveBound.NORMAL
     """The default interval of the stopping rule. ``hoeffding-serfling`` is guaranteed but
     depends on the number of items only (6.4 points at 1,000 items with the default
     schedule), ``normal`` follows the variance (asymptotic; replay coverage in
     docs/benchmarks.md)."""
-    adaptive_target_halfwidth: float = Field(5.0, gt=0, le=50)
+    adaptive_target_halfwidth: float = Field(7.0, gt=0, le=50)
     """Default half-width (score points, 0-100) at which an adaptive session stops."""
     adaptive_delta: float = Field(0.05, gt=0, lt=1)
     """Default error probability of the stopping rule's interval, over all its checks."""

@@ -19,7 +19,9 @@ draw k is unbiased too; its variance is estimated, as Des Raj's, by
     v = n / (n - 1) * sum_k w~_k^2 (t_k - That)^2,   w~_k = w_k / sum w,
 
 which takes in the error of the ability estimate and of the item parameters (both only
-move the residuals). The weight is the inverse of the draw's predicted conditional
+move the residuals); it is pooled with :data:`PRIOR_DRAWS` pseudo-draws of the variance the
+predictions imply, sum w~_k^2 / w_k, so that a stratum whose few draws happen to agree
+does not claim a tiny variance. The weight is the inverse of the draw's predicted conditional
 variance, sum_{U_k} p (1 - p) / q - sum_{U_k} p (1 - p), so late draws, made with a better
 ability estimate, count more.
 
@@ -35,6 +37,12 @@ from dataclasses import dataclass
 
 MIN_DRAW_VARIANCE = 1e-9
 """Floor of a draw's predicted variance (a draw of the last unseen item has none)."""
+MIN_ITEM_VARIANCE = 0.1
+"""Floor of an item's predicted score variance p (1 - p) in a draw's weight: a confident
+prediction that is wrong (p near 1 for a model that fails every item) would otherwise give
+its draw nearly all the weight."""
+PRIOR_DRAWS = 2.0
+"""Pseudo-draws of the predicted variance pooled into the estimated one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +94,11 @@ class TotalEstimate:
 
 def draw_weight(predicted: Sequence[float], probabilities: Sequence[float]) -> float:
     """1 / the predicted conditional variance of a draw over the unseen items (see the
-    module docstring), floored at :data:`MIN_DRAW_VARIANCE`."""
-    spread = math.fsum(p * (1.0 - p) / q for p, q in zip(predicted, probabilities, strict=True))
-    spread -= math.fsum(p * (1.0 - p) for p in predicted)
+    module docstring; each p (1 - p) at least :data:`MIN_ITEM_VARIANCE`), floored at
+    :data:`MIN_DRAW_VARIANCE`."""
+    spreads = [max(p * (1.0 - p), MIN_ITEM_VARIANCE) for p in predicted]
+    spread = math.fsum(v / q for v, q in zip(spreads, probabilities, strict=True))
+    spread -= math.fsum(spreads)
     return 1.0 / max(spread, MIN_DRAW_VARIANCE)
 
 
@@ -122,4 +132,7 @@ def stratum_estimate(draws: Sequence[StratumDraw], *, size: int) -> TotalEstimat
     if n == 1:
         return TotalEstimate(total, (size / 2.0) ** 2, 1)
     spread = math.fsum(w * w * (t - total) ** 2 for w, t in zip(shares, estimates, strict=True))
-    return TotalEstimate(total, spread * n / (n - 1), n)
+    observed = spread * n / (n - 1)
+    predicted = math.fsum(w * w / d.weight for w, d in zip(shares, usable, strict=True))
+    variance = (n * observed + PRIOR_DRAWS * predicted) / (n + PRIOR_DRAWS)
+    return TotalEstimate(total, variance, n)

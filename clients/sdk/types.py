@@ -138,6 +138,7 @@ class AdaptivePolicy(StrEnum):
     PROPORTIONAL = "proportional"
     NEYMAN = "neyman"
     NEYMAN_IRT = "neyman-irt"
+    MODEL_ASSISTED = "model-assisted"
 
 
 class AdaptiveBound(StrEnum):
@@ -155,6 +156,8 @@ class StopReason(StrEnum):
     """The interval's half-width fell to the target."""
     BUDGET = "budget"
     """Every item of the budget was delivered."""
+    SETTLED = "settled"
+    """The model's place among its leaderboard neighbours was settled."""
 
 
 def _datetime(value: Any) -> datetime | None:

@@ -17,6 +17,7 @@ state machine and exposure rules are those of fixed sessions.
 from __future__ import annotations
 
 import math
+import secrets
 import uuid
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass, replace
@@ -26,6 +27,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.adaptive.assisted import AssistedState
 from bank.adaptive.bounds import Bound
 from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy, assign_strata
@@ -35,6 +37,7 @@ from clients.sdk.types import AdaptiveBound, AdaptivePolicy, AdaptiveSummary, St
 from server.review.sampling import ReviewPolicy
 from server.scoring.models import Verdict
 from server.scoring.service import finish_sessions
+from server.sessions import assisted
 from server.sessions.limits import AdaptiveDefaults
 from server.sessions.models import AdaptiveRun, Answer, EvalSession
 from server.sessions.modes import SessionMode
@@ -45,6 +48,8 @@ MAX_SCORE = 3.0
 POINTS = 100.0
 HISTORY_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
 """Sessions whose verdicts feed the item parameters."""
+IRT_POLICIES = (Policy.NEYMAN_IRT, Policy.MODEL_ASSISTED)
+"""Policies that fit item parameters on the bank's history when a session opens."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +77,15 @@ async def start(
     policy = Policy(request.policy or defaults.policy)
     parameters: dict[str, list[float]] = {}
     n_models = 0
-    if policy is Policy.NEYMAN_IRT:
+    if policy in IRT_POLICIES:
         parameters, n_models = await _history_parameters(db, record=record)
+    bound = Bound(request.bound or defaults.bound)
+    if policy is Policy.MODEL_ASSISTED:
+        bound = Bound.NORMAL  # its totals are not bounded scores: only the normal interval
     run = AdaptiveRun(
         session_id=record.id,
         policy=policy.value,
-        bound=Bound(request.bound or defaults.bound).value,
+        bound=bound.value,
         delta=request.delta if request.delta is not None else defaults.delta,
         target_halfwidth=(request.target_halfwidth or defaults.target_halfwidth) / POINTS,
         check_every=defaults.check_every,
@@ -115,6 +123,8 @@ async def advance(db: AsyncSession, *, record: EvalSession, run: AdaptiveRun) ->
     """Prepare the delivery of position ``record.n_delivered``: False if the session must
     stop (the stopping rule fired at a new check point), else True with the policy's
     chosen item moved to that position."""
+    if run.policy == Policy.MODEL_ASSISTED.value:
+        return await _advance_assisted(db, record=record, run=run)
     state, pool = await _rebuild(db, record=record, run=run)
     index = state.check_index()
     if index > run.checks_done:
@@ -135,6 +145,28 @@ async def advance(db: AsyncSession, *, record: EvalSession, run: AdaptiveRun) ->
         await _swap_positions(
             db, sample_id=record.sample_id, a=chosen.position, b=record.n_delivered
         )
+    return True
+
+
+async def _advance_assisted(db: AsyncSession, *, record: EvalSession, run: AdaptiveRun) -> bool:
+    """``advance`` for ``model-assisted``: check, then draw with the policy's probabilities
+    (from the operating system's randomness) and store how the item was drawn."""
+    state = await _rebuild_assisted(db, record=record, run=run)
+    index = state.check_index()
+    if index > run.checks_done:
+        run.checks_done = index
+        decision = state.decision(neighbours=await assisted.neighbours(db, record=record))
+        _remember(run, decision, state.n_scored)
+        if decision.stop is not None:
+            run.stop_reason = decision.stop.value
+            return False
+    draw = state.next_draw(np.random.default_rng(secrets.randbits(128)))
+    if draw is None:
+        return False
+    if draw.item != record.n_delivered:  # pool index = position
+        await _swap_positions(db, sample_id=record.sample_id, a=draw.item, b=record.n_delivered)
+    db.add(assisted.stored_draw(record.id, record.n_delivered, draw))
+    await db.flush()
     return True
 
 
@@ -162,7 +194,7 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
     """The session's policy, its current estimate and half-width (points) over every score
     so far, and why it stopped (None while it runs)."""
     run = await get_run(db, session_id=record.id)
-    state, _ = await _rebuild(db, record=record, run=run)
+    state = await _state(db, record=record, run=run)
     estimate = halfwidth = None
     decision = state.decision()
     if not math.isnan(decision.estimate.mean):  # NaN until every stratum has a score
@@ -176,7 +208,7 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
         policy=AdaptivePolicy(run.policy),
         bound=AdaptiveBound(run.bound),
         delta=run.delta,
-        target_halfwidth=run.target_halfwidth * POINTS,
+        target_halfwidth=round(run.target_halfwidth * POINTS, 9),
         budget=budget,
         history_models=run.history_models,
         n_scored=state.n_scored,
@@ -219,15 +251,53 @@ async def session_estimates(
 async def _session_estimate(
     db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
 ) -> SessionEstimate | None:
-    state, _ = await _rebuild(db, record=record, run=run)
+    state = await _state(db, record=record, run=run)
     decision = state.decision()
     if math.isnan(decision.estimate.mean):
         return None
+    disciplines: dict[str, tuple[float, float, int]] = {}
+    if isinstance(state, AssistedState):
+        disciplines = {
+            name: (d.mean * POINTS, d.variance * POINTS * POINTS, d.n)
+            for name, d in state.estimate().disciplines.items()
+            if not math.isnan(d.mean)
+        }
     return SessionEstimate(
         score=decision.estimate.mean * POINTS,
         variance=decision.estimate.variance * POINTS * POINTS,
         n_items=state.n_scored,
-        disciplines={},
+        disciplines=disciplines,
+    )
+
+
+async def _state(
+    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+) -> AdaptiveState | AssistedState:
+    if run.policy == Policy.MODEL_ASSISTED.value:
+        return await _rebuild_assisted(db, record=record, run=run)
+    state, _ = await _rebuild(db, record=record, run=run)
+    return state
+
+
+async def _rebuild_assisted(
+    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+) -> AssistedState:
+    rows = (
+        await db.execute(
+            select(SampleItem.position, SampleItem.item_id, Item.discipline, Item.qtype)
+            .join(Item, Item.id == SampleItem.item_id)
+            .where(SampleItem.sample_id == record.sample_id)
+            .order_by(SampleItem.position)
+        )
+    ).all()
+    pool = [assisted.PoolRow(r.position, r.item_id, r.discipline, r.qtype) for r in rows]
+    return assisted.restore(
+        config_of(run, budget=len(pool)),
+        pool,
+        parameters=run.item_parameters or {},
+        draws=await assisted.load_draws(db, session_id=record.id),
+        scores=await _scores(db, session_id=record.id),
+        n_delivered=record.n_delivered,
     )
 
 

@@ -13,9 +13,9 @@ from server.review.sampling import ReviewPolicy
 class AdaptiveDefaults:
     """What an adaptive session uses for what its request leaves out."""
 
-    policy: AdaptivePolicy = AdaptivePolicy.NEYMAN_IRT
+    policy: AdaptivePolicy = AdaptivePolicy.MODEL_ASSISTED
     bound: AdaptiveBound = AdaptiveBound.NORMAL
-    target_halfwidth: float = 5.0
+    target_halfwidth: float = 7.0
     """Score points (0-100)."""
     delta: float = 0.05
     check_every: int = 10

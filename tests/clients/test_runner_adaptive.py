@@ -32,8 +32,9 @@ async def world(fresh_db_url: str) -> tuple[str, World]:
     return fresh_db_url, await seed_world(fresh_db_url, per_cell=15)
 
 
+@pytest.mark.parametrize("policy", ["neyman", "model-assisted"])
 async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
-    world: tuple[str, World], tmp_path: Path
+    world: tuple[str, World], tmp_path: Path, policy: str
 ) -> None:
     db_url, w = world
     assert w.a.model_id is not None
@@ -68,7 +69,7 @@ async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
                     sessions=1,
                     n_items=100,
                     mode="adaptive",
-                    adaptive={"policy": "neyman", "bound": "normal", "target_halfwidth": 14},
+                    adaptive={"policy": policy, "bound": "normal", "target_halfwidth": 14},
                 )
                 with Transcript(tmp_path / "t.jsonl") as transcript:
                     summary = await Runner(client, model, config, transcript).run()
@@ -82,6 +83,7 @@ async def test_the_runner_drives_an_adaptive_session_until_its_rule_stops_it(
                 await wait_until(scored, within_s=90, what="the adaptive session scored")
                 session = await client.get_session(outcome.session_id)
     assert session.mode == "adaptive" and session.adaptive is not None
+    assert session.adaptive["policy"] == policy
     assert session.adaptive["stop_reason"] == "precise"
     n = session.n_items
     assert n < 100 and session.completed == n == outcome.answered

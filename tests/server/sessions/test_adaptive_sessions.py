@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,9 +19,10 @@ from sqlalchemy import func, select
 from bank.models import Exposure, Item, SampleItem
 from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
-from server.sessions.models import AdaptiveRun, EvalSession
+from server.sessions.models import AdaptiveDraw, AdaptiveRun, EvalSession
 from tests.support.api import World, login, running_api, seed_world
 from tests.support.fake_llm import FakeLlm
+from tests.support.scored import add_model, scored_session
 from tests.support.sessions import (
     answer_for,
     answer_items,
@@ -300,8 +302,135 @@ async def test_adaptive_options_are_validated(big_world: tuple[str, World], llm:
         assert opened.status_code == 201, opened.text
         defaults = opened.json()["adaptive"]
         assert (defaults["policy"], defaults["bound"], defaults["target_halfwidth"]) == (
-            "neyman-irt",
+            "model-assisted",
             "normal",
-            5.0,
+            7.0,
         )
         assert defaults["history_models"] == 0 and defaults["estimate"] is None
+
+
+def des_raj_by_hand(pool: list[Any], draws: list[AdaptiveDraw], scores: dict[int, int]) -> float:
+    """The model-assisted estimate (points) from the stored draws and the verdicts: per
+    discipline x type stratum, t_k = scores drawn before + predictions of the unseen +
+    (y_k - p_k) / q_k, averaged with the stored weights; strata totals summed."""
+    stratum_of = {row.position: (row.discipline, row.qtype) for row in pool}
+    sizes = Counter(stratum_of.values())
+    by_stratum: dict[tuple[str, str], list[AdaptiveDraw]] = {}
+    for draw in sorted(draws, key=lambda d: d.position):
+        by_stratum.setdefault(stratum_of[draw.position], []).append(draw)
+    total = 0.0
+    for key, size in sizes.items():
+        rows = by_stratum[key]
+        if len(rows) == size:
+            total += sum(scores[d.position] / 3 for d in rows)
+            continue
+        seen, estimates = 0.0, []
+        for d in rows:
+            y = scores[d.position] / 3
+            estimates.append(seen + d.unseen_predicted + (y - d.predicted) / d.probability)
+            seen += y
+        weights = [d.weight for d in rows]
+        total += sum(w * t for w, t in zip(weights, estimates, strict=True)) / sum(weights)
+    return 100 * min(max(total / len(pool), 0.0), 1.0)
+
+
+async def stored_draws(db_url: str, session_id: uuid.UUID) -> list[AdaptiveDraw]:
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            rows = await db.scalars(
+                select(AdaptiveDraw).where(AdaptiveDraw.session_id == session_id)
+            )
+            return list(rows.all())
+    finally:
+        await engine.dispose()
+
+
+async def test_model_assisted_session_draws_from_every_discipline_and_stores_its_draws(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    """Two models of organisation B answer fixed sessions first; A's model-assisted session
+    fits its pool's parameters on their verdicts, covers every stratum, stores how each
+    item was drawn, and reports the estimate those draws give."""
+    db_url, world = big_world
+    assert world.a.model_id is not None and world.b.model_id is not None
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        vendor_b = await login(client, world.b.keys["vendor"])
+        second = await client.post(
+            "/v1/models", json={"name": "second", "api_snapshot": "v1"}, headers=vendor_b
+        )
+        assert second.status_code == 201, second.text
+        for model_id, correct in (
+            (world.b.model_id, lambda item: item.discipline != "d2"),
+            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "d0"),
+        ):
+            await run_session(
+                client,
+                keys=world.b.keys,
+                model_id=model_id,
+                n_items=100,
+                correct=correct,
+                db_url=db_url,
+                mode="fixed",
+            )
+        run = await run_session(
+            client,
+            keys=world.a.keys,
+            model_id=world.a.model_id,
+            n_items=150,
+            correct=lambda item: item.discipline != "d1",
+            db_url=db_url,
+            adaptive={"policy": "model-assisted", "target_halfwidth": 15},
+        )
+    db = await stored(db_url, run.id)
+    assert db["run"].policy == "model-assisted" and db["run"].bound == "normal"
+    assert db["run"].history_models == 2 and db["run"].item_parameters
+    n = len(run.delivered)
+    assert [d["position"] for d in run.delivered] == list(range(n)), "delivered strictly in order"
+    assert run.final["n_items"] == n < 150 and run.final["state"] == "scored"
+    assert run.final["adaptive"]["stop_reason"] in {"precise", "settled"}
+    strata = {(row.discipline, row.qtype) for row in db["pool"]}
+    assert {(d["discipline"], d["qtype"]) for d in run.delivered} == strata, "content quotas"
+    draws = await stored_draws(db_url, run.id)
+    assert sorted(d.position for d in draws) == list(range(n)), "one stored draw per delivery"
+    assert all(0 < d.probability <= 1 and 0 <= d.predicted <= 1 for d in draws)
+    estimate = run.final["adaptive"]["estimate"]
+    assert estimate == pytest.approx(des_raj_by_hand(db["pool"], draws, db["scores"]), abs=1e-9)
+    truth = 100 * sum(row.discipline != "d1" for row in db["pool"]) / len(db["pool"])
+    assert abs(estimate - truth) <= run.final["adaptive"]["halfwidth"]
+    assert db["exposures"] == n, "the undelivered rest of the pool went back"
+
+
+async def test_model_assisted_session_stops_once_its_place_on_the_board_is_settled(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    """Other models' fixed sessions score about 10% and 20%; a model that answers every
+    item right is above both long before a 1-point half-width is reached, so the
+    rank-aware rule stops it."""
+    db_url, world = big_world
+    assert world.a.model_id is not None and world.b.model_id is not None
+    now = datetime.now(UTC)
+    for name, right_every, offset in (("low", 10, 0), ("lower", 5, 60)):
+        model_id = await add_model(db_url, world.b.id, name)
+        scores = [0 if p % right_every else 3 for p in range(60)]
+        await scored_session(
+            db_url,
+            org_id=world.b.id,
+            model_id=model_id,
+            scores=scores,
+            created_at=now - timedelta(hours=1),
+            offset=offset,
+        )
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        run = await run_session(
+            client,
+            keys=world.a.keys,
+            model_id=world.a.model_id,
+            n_items=200,
+            correct=lambda item: True,
+            db_url=db_url,
+            adaptive={"policy": "model-assisted", "target_halfwidth": 1},
+        )
+    assert run.final["adaptive"]["stop_reason"] == "settled"
+    assert len(run.delivered) < 200
+    assert run.final["adaptive"]["estimate"] > 50

@@ -1,0 +1,141 @@
+"""The database side of ``model-assisted`` sessions (:mod:`bank.adaptive.assisted`).
+
+The session's pool is its sample (positions 0..n-1, delivered strictly in order). Each
+delivery draws the next item with the policy's probabilities and stores how it was drawn
+(:class:`~server.sessions.models.AdaptiveDraw`: probability, predictions, weight), because
+the estimator needs the probabilities as they were *when* the item was drawn, which
+depend on the verdicts that had arrived by then. :func:`restore` rebuilds the policy's
+state from the pool, the stored draws and the verdicts so far; it is pure.
+
+The rank-aware stopping rule's neighbours (:func:`neighbours`) are the other models'
+fixed-session means with a binomial standard error, read with one aggregate query: the
+full leaderboard's bootstrap is too slow for the delivery path, and on 0/1-like scores
+the two agree closely.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bank.adaptive.assisted import AssistedState, Draw
+from bank.adaptive.assisted import PoolItem as AssistedItem
+from bank.adaptive.difference import StratumDraw
+from bank.adaptive.policy import AdaptiveConfig
+from bank.adaptive.stopping import Neighbour
+from server.scoring.models import Verdict
+from server.sessions.models import AdaptiveDraw, EvalSession
+from server.sessions.modes import SessionMode
+from server.sessions.states import SessionState
+
+MAX_SCORE = 3.0
+SCORED_STATES = (SessionState.SCORED.value, SessionState.REVIEWED.value)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    """One position of the session's pool."""
+
+    position: int
+    item_id: uuid.UUID
+    discipline: str
+    qtype: str
+
+
+def restore(
+    config: AdaptiveConfig,
+    pool: Sequence[PoolRow],
+    *,
+    parameters: Mapping[str, Sequence[float]],
+    draws: Mapping[int, AdaptiveDraw],
+    scores: Mapping[int, float],
+    n_delivered: int,
+) -> AssistedState:
+    """The policy's state: every delivered position drawn as stored, then the scores in
+    position order (pool index = position)."""
+    items = [
+        AssistedItem(
+            (row.discipline, row.qtype),
+            row.discipline,
+            *_ab(parameters.get(str(row.item_id))),
+        )
+        for row in pool
+    ]
+    state = AssistedState.start(config, items)
+    for position in range(n_delivered):
+        stored = draws.get(position)
+        if stored is None:
+            raise LookupError(f"delivered position {position} has no stored draw")
+        record = StratumDraw(
+            stored.probability, stored.predicted, stored.unseen_predicted, stored.weight
+        )
+        state.add_draw(Draw(position, items[position].stratum, record))
+    for position in sorted(scores):
+        if position < n_delivered:
+            state.record(position, scores[position])
+    return state
+
+
+def _ab(values: Sequence[float] | None) -> tuple[float | None, float | None]:
+    if values is None or len(values) != 2:
+        return None, None
+    return float(values[0]), float(values[1])
+
+
+async def load_draws(db: AsyncSession, *, session_id: uuid.UUID) -> dict[int, AdaptiveDraw]:
+    rows = (
+        await db.scalars(select(AdaptiveDraw).where(AdaptiveDraw.session_id == session_id))
+    ).all()
+    return {row.position: row for row in rows}
+
+
+def stored_draw(session_id: uuid.UUID, position: int, draw: Draw) -> AdaptiveDraw:
+    """The row recording ``draw``, delivered at ``position``."""
+    return AdaptiveDraw(
+        session_id=session_id,
+        position=position,
+        probability=draw.record.probability,
+        predicted=draw.record.predicted,
+        unseen_predicted=draw.record.unseen_predicted,
+        weight=draw.record.weight,
+    )
+
+
+async def neighbours(db: AsyncSession, *, record: EvalSession) -> list[Neighbour]:
+    """Every other model with a scored fixed session: the mean of its sessions' mean
+    scores on [0, 1] and sqrt(S (1 - S) / items) as its standard error."""
+    per_session = (
+        select(
+            EvalSession.model_id.label("model_id"),
+            func.avg(Verdict.score).label("mean"),
+            func.count(Verdict.position).label("n_items"),
+        )
+        .join(EvalSession, EvalSession.id == Verdict.session_id)
+        .where(
+            Verdict.score.is_not(None),
+            EvalSession.model_id != record.model_id,
+            EvalSession.mode == SessionMode.FIXED.value,
+            EvalSession.state.in_(SCORED_STATES),
+        )
+        .group_by(EvalSession.model_id, Verdict.session_id)
+        .subquery()
+    )
+    rows = (
+        await db.execute(
+            select(
+                per_session.c.model_id,
+                func.avg(per_session.c.mean),
+                func.sum(per_session.c.n_items),
+            ).group_by(per_session.c.model_id)
+        )
+    ).all()
+    out = []
+    for _model, mean, items in rows:
+        score = min(max(float(mean) / MAX_SCORE, 0.0), 1.0)
+        out.append(Neighbour(score, math.sqrt(score * (1.0 - score) / max(int(items), 1))))
+    return out
