@@ -576,6 +576,8 @@ class LeaderboardRow(_Body):
     relative: ScoreSummary | None = None
     """The score relative to the anchor model's."""
     sessions: int | None = None
+    """Sessions the score counts: fixed ones by their items, adaptive ones by their
+    estimates."""
     disciplines: dict[str, DisciplineScore] | None = None
     latency: Latency | None = None
     cost: Cost | None = None

@@ -15,6 +15,14 @@ intervals and the tie groups, so a row's interval, its group and its rank range 
   order, and a leaderboard must show that rather than a strict order.
 * Per-discipline scores on the 10-point scale (LLMEval-Fair tables 1 and 8), pooled over the
   model's sessions, each with its standard error.
+* Estimated sessions (adaptive sessions: an unbiased estimate of the session's score with
+  its variance, :class:`~judge.ranking.stability.EstimatedSession`) count alongside the
+  fixed ones: ``S`` is the mean over all the model's sessions, and the bootstrap draws an
+  estimated session's replicate from a normal distribution around its estimate (a
+  parametric stage in place of the item stage), so intervals, tie groups and relative
+  scores compare like with like. Per discipline, the fixed sessions' pooled score and the
+  estimated sessions' estimates are combined by inverse-variance weighting
+  (:func:`combine_discipline`).
 * Latency: median and 95th percentile of the end-to-end time per item (delivery of the
   item to acceptance of its answer, as the server saw it). Cost: tokens per item as the
   client reported them, times the model's prices when it has them.
@@ -40,11 +48,30 @@ from judge.ranking.judge_variance import with_judge_variance
 from judge.ranking.scores import DISCIPLINE_SCALE, MAX_SCORE
 from judge.ranking.stability import (
     BootstrapReplicates,
+    DisciplineEstimate,
+    EstimatedSession,
     ModelSummary,
+    RunScores,
     hierarchical_bootstrap,
     model_summary,
     tie_groups,
 )
+
+__all__ = [
+    "DEFAULT_RESAMPLES",
+    "TOKENS_PER_PRICE_UNIT",
+    "BoardDiagnostics",
+    "DisciplineEstimate",
+    "DisciplineScore",
+    "EstimatedSession",
+    "Leaderboard",
+    "LeaderboardRow",
+    "ModelRecord",
+    "Usage",
+    "board_diagnostics",
+    "build_leaderboard",
+    "combine_discipline",
+]
 
 DEFAULT_RESAMPLES = 2000
 TOKENS_PER_PRICE_UNIT = 1_000_000
@@ -64,7 +91,7 @@ class ModelRecord:
     sessions : sequence of sequence of int
         Item scores (0-3) of each scored session, in session order.
     disciplines : mapping of str to sequence of int
-        Item scores by discipline, pooled over the sessions.
+        Item scores by discipline, pooled over the (fixed) sessions.
     latencies_s : sequence of float
         End-to-end seconds per answered item.
     prompt_tokens, completion_tokens : int
@@ -75,6 +102,11 @@ class ModelRecord:
         The model's prices per million tokens, if known.
     extra : mapping
         Descriptive fields carried to the row unchanged (organisation, family, ...).
+    estimated_sessions : sequence of EstimatedSession
+        Sessions known by an unbiased estimate of their score (adaptive sessions), with
+        their per-discipline estimates; they count as sessions beside ``sessions``. A
+        model with estimated sessions only is ranked too. Their items belong in neither
+        ``sessions`` nor ``disciplines`` (an adaptive session's raw item mean is biased).
     """
 
     key: str
@@ -88,12 +120,14 @@ class ModelRecord:
     usd_per_mtok_in: float | None = None
     usd_per_mtok_out: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    estimated_sessions: Sequence[EstimatedSession] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class DisciplineScore:
     """A model's score in one discipline on the 10-point scale, and its standard error
-    (the items' standard deviation over ``sqrt(n)``, rescaled)."""
+    (the items' standard deviation over ``sqrt(n)``, rescaled; with estimated sessions,
+    that of the combination, see :func:`combine_discipline`) and the items behind it."""
 
     score: float
     standard_error: float
@@ -129,6 +163,9 @@ class LeaderboardRow:
     disciplines: dict[str, DisciplineScore]
     usage: Usage
     extra: Mapping[str, Any]
+    estimated_sessions: int = 0
+    """How many of the model's sessions are estimated ones (``absolute.session_values``
+    lists them after the fixed sessions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +205,11 @@ def build_leaderboard(
     Parameters
     ----------
     records : sequence of ModelRecord
-        Models with at least one scored session; models without one are left out.
+        Models with at least one scored session, fixed or estimated; models without one
+        are left out. ``S`` of a model is the mean over all its sessions (a fixed
+        session's eq. 1, an estimated session's estimate); see
+        :func:`~judge.ranking.stability.hierarchical_bootstrap` for how estimated sessions
+        are resampled (a normal draw with their variance).
     anchor : str or None
         Key of the designated anchor. ``None``, or a key without sessions: the top model.
     threshold : float
@@ -204,14 +245,22 @@ def build_leaderboard(
         Duplicate keys, item scores outside ``0..3`` (from the statistics), or invalid
         panels (see ``judge_offsets``).
     """
-    ranked = [r for r in records if any(len(s) for s in r.sessions)]
+    ranked = [r for r in records if any(len(s) for s in r.sessions) or r.estimated_sessions]
     keys = [r.key for r in ranked]
     if len(set(keys)) != len(keys):
         raise ValueError("model keys must be unique")
-    disciplines = tuple(sorted({d for r in ranked for d in r.disciplines}))
+    disciplines = tuple(
+        sorted(
+            {d for r in ranked for d in r.disciplines}
+            | {d for r in ranked for e in r.estimated_sessions for d in e.disciplines}
+        )
+    )
     if not ranked:
         return Leaderboard((), None, False, None, (), threshold, confidence_level, disciplines)
-    runs = {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked}
+    runs = RunScores(
+        {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked},
+        {r.key: list(r.estimated_sessions) for r in ranked if r.estimated_sessions},
+    )
     boot = hierarchical_bootstrap(runs, n_resamples=n_resamples, rng=seed)
     if judge_panels:
         judge_stream = None if seed is None else np.random.SeedSequence(seed).spawn(1)[0]
@@ -231,9 +280,12 @@ def build_leaderboard(
             beats_next=float(ranking.beat_matrix[i, i + 1]) if i + 1 < n else None,
             absolute=absolute[entry.model],
             relative=relative[entry.model] if relative else None,
-            disciplines=_disciplines(by_key[entry.model].disciplines),
+            disciplines=_disciplines(
+                by_key[entry.model].disciplines, by_key[entry.model].estimated_sessions
+            ),
             usage=_usage(by_key[entry.model]),
             extra=by_key[entry.model].extra,
+            estimated_sessions=len(by_key[entry.model].estimated_sessions),
         )
         for i, entry in enumerate(ranking.entries)
     )
@@ -273,20 +325,98 @@ def _relative(
     return None, False, "; ".join(notes), None
 
 
-def _disciplines(scores: Mapping[str, Sequence[int]]) -> dict[str, DisciplineScore]:
+def _disciplines(
+    scores: Mapping[str, Sequence[int]], estimated: Sequence[EstimatedSession] = ()
+) -> dict[str, DisciplineScore]:
     out: dict[str, DisciplineScore] = {}
-    for discipline in sorted(scores):
-        values = np.asarray(scores[discipline], dtype=float)
-        if values.size == 0:
+    for discipline in sorted(set(scores) | {d for e in estimated for d in e.disciplines}):
+        values = np.asarray(scores.get(discipline, ()), dtype=float)
+        pooled = None
+        if values.size:
+            scale = DISCIPLINE_SCALE / MAX_SCORE
+            sd = float(values.std(ddof=1)) if values.size > 1 else math.nan
+            pooled = DisciplineScore(
+                score=float(values.mean()) * scale,
+                standard_error=sd / math.sqrt(values.size) * scale,
+                n_items=int(values.size),
+            )
+        found = [e.disciplines[discipline] for e in estimated if discipline in e.disciplines]
+        if not found:
+            if pooled is not None:
+                out[discipline] = pooled
             continue
-        scale = DISCIPLINE_SCALE / MAX_SCORE
-        sd = float(values.std(ddof=1)) if values.size > 1 else math.nan
-        out[discipline] = DisciplineScore(
-            score=float(values.mean()) * scale,
-            standard_error=sd / math.sqrt(values.size) * scale,
-            n_items=int(values.size),
-        )
+        out[discipline] = combine_discipline(pooled, found)
     return out
+
+
+_POINTS_PER_DISCIPLINE_POINT = 100 / DISCIPLINE_SCALE
+
+
+def combine_discipline(
+    pooled: DisciplineScore | None, estimates: Sequence[DisciplineEstimate]
+) -> DisciplineScore:
+    """One discipline's score from the fixed sessions' pooled items and the estimated
+    sessions' estimates, by inverse-variance weighting.
+
+    Every part is an unbiased estimate of the model's score in the discipline: the
+    fixed sessions' pooled item mean (``pooled``, 10-point scale, with its standard error)
+    and each estimated session's estimate (points 0-100 and variance, rescaled to the
+    10-point scale). The combination is ``sum(w_k x_k) / sum(w_k)`` with ``w_k = 1 /
+    SE_k**2``, standard error ``1 / sqrt(sum(w_k))``: the minimum-variance weighted mean
+    of independent estimates (W. G. Cochran, "The combination of estimates from different
+    experiments", Biometrics, 1954). Weights that sum to one keep a combination of
+    unbiased estimates unbiased when they do not depend on the estimates; these are
+    estimated from the same data, so the combination is unbiased to first order in the
+    weights' error (exactly so for known variances). When a part's standard error is
+    missing (NaN: a single item) or 0, the weights fall back to the parts' item counts,
+    which are fixed, so the combination stays unbiased; its standard error is then
+    ``sqrt(sum((n_k / n)**2 SE_k**2))`` (NaN if a part's is missing). Raw item means of
+    an adaptive session never enter: they are biased by its informative selection.
+
+    Parameters
+    ----------
+    pooled : DisciplineScore or None
+        The fixed sessions' pooled score, if the model has items of the discipline there.
+    estimates : sequence of DisciplineEstimate
+        The estimated sessions' estimates of the discipline (points and points squared).
+
+    Returns
+    -------
+    DisciplineScore
+        On the 10-point scale, ``n_items`` the sum over the parts.
+
+    Raises
+    ------
+    ValueError
+        No part at all.
+    """
+    parts = [] if pooled is None else [(pooled.score, pooled.standard_error, pooled.n_items)]
+    parts += [
+        (
+            e.score / _POINTS_PER_DISCIPLINE_POINT,
+            math.sqrt(e.variance) / _POINTS_PER_DISCIPLINE_POINT,
+            e.n_items,
+        )
+        for e in estimates
+    ]
+    if not parts:
+        raise ValueError("nothing to combine: no pooled score and no estimate")
+    x = np.array([p[0] for p in parts], dtype=np.float64)
+    se = np.array([p[1] for p in parts], dtype=np.float64)
+    n = np.array([p[2] for p in parts], dtype=np.int64)
+    if np.all(np.isfinite(se) & (se > 0)):
+        weights = 1 / se**2
+        return DisciplineScore(
+            score=float(np.sum(weights * x) / np.sum(weights)),
+            standard_error=float(1 / math.sqrt(float(np.sum(weights)))),
+            n_items=int(n.sum()),
+        )
+    share = n / n.sum() if n.sum() > 0 else np.full(len(parts), 1 / len(parts))
+    return DisciplineScore(
+        score=float(np.sum(share * x)),
+        standard_error=float(math.sqrt(float(np.sum(share**2 * se**2)))),
+        n_items=int(n.sum()),
+    )
 
 
 def _usage(record: ModelRecord) -> Usage:

@@ -6,7 +6,9 @@ Proctor adds a bootstrap 95% confidence interval, the probability
 that one model beats another and groups of models the data cannot separate. This module
 computes them from the item scores (integers 0-3, LLMEval-Fair §2.3.1) of every session.
 
-* :class:`RunScores`: the validated item scores, per model a list of sessions;
+* :class:`RunScores`: the validated item scores, per model a list of sessions, and the
+  model's *estimated* sessions (:class:`EstimatedSession`: an adaptive session's unbiased
+  estimate of its score, with its variance, instead of item scores);
 * :func:`hierarchical_bootstrap`: the replicates of every model's score, drawn once and
   shared by everything below (:class:`BootstrapReplicates`);
 * :func:`model_summary`: per model the session scores, their mean and variance and a
@@ -43,12 +45,30 @@ same call, so replicates are *paired* by index: the relative replicate is
 ``R*_b = S*_b / S*_anchor,b * 100`` and ``P(A beats B)`` counts the replicates ``b`` with
 ``S*_A,b > S*_B,b``.
 
+Estimated sessions
+------------------
+An adaptive session does not score its whole pool: it selects items from the scores so
+far and estimates the pool's score (an unbiased estimator with an estimated variance),
+so its raw item mean is no estimate of anything (the selection is informative) and its
+items cannot be resampled. Such a session enters as an :class:`EstimatedSession`
+(estimate ``Y``, variance ``V``, in points). A model's sessions, fixed and estimated
+mixed, are resampled in step 1 exactly as above; in step 2 a drawn *estimated* session
+scores ``Y + sqrt(V) * Z`` with ``Z`` standard normal, a parametric stage in place of the
+item stage (a normal approximation to the estimator's sampling distribution), while
+drawn fixed sessions keep the item stage. The point estimate ``S`` is the mean over all
+the model's sessions of their scores (a fixed session's eq. 1, an estimated session's
+``Y``); every session weighs the same, as in step 3. Replicates of a model with an
+estimated session may leave ``[0, 100]``; they are not clipped, which would bias them.
+Data without estimated sessions draw exactly the same random numbers as before.
+
 Resampling at both stages counts the item-sampling noise twice when sessions differ only
 by their items: the bootstrap variance is then about ``(2J - 1) / J`` times the variance
 of the mean (5/3 for three sessions, an interval about 29% too wide). The intervals and
 tie groups are therefore conservative, which is the safe side for claims that one model
 beats another; with a genuine session effect (a model that drifts between sessions) the
-session stage is what keeps the interval honest.
+session stage is what keeps the interval honest. The parametric stage of an estimated
+session counts its estimator's noise twice in the same way, so mixed models are exactly
+as conservative as fixed-only ones.
 """
 
 from __future__ import annotations
@@ -83,6 +103,71 @@ class ConfidenceInterval(NamedTuple):
     high: float
 
 
+class DisciplineEstimate(NamedTuple):
+    """An estimated session's score in one discipline: points (0-100), variance
+    (points squared) and the scored items behind it."""
+
+    score: float
+    variance: float
+    n_items: int
+
+
+@dataclass(frozen=True, slots=True)
+class EstimatedSession:
+    """A session known by an unbiased estimate of its score rather than by item scores.
+
+    An adaptive session selects its items from the scores so far, so its raw item mean
+    is biased; its estimator (of the score of the session's whole pool, drawn from the
+    bank as a fixed session's sample is) is not, and comes with an estimated variance.
+
+    Attributes
+    ----------
+    score : float
+        The estimate of the session's score ``S`` (LLMEval-Fair eq. 1), in points 0-100.
+    variance : float
+        The estimate's variance, in points squared (finite, at least 0).
+    disciplines : mapping of str to DisciplineEstimate
+        Per discipline ``(points, variance, items)``; a variance may be NaN (too few
+        items). May be empty. Tuples are accepted and converted.
+    n_items : int
+        Items scored in the session (reported as its size; 0 if unknown).
+
+    Raises
+    ------
+    ValueError
+        A score that is not finite, a variance that is negative or not finite, a negative
+        item count, or a discipline estimate with a score that is not finite, a negative
+        or infinite variance or a negative item count.
+    """
+
+    score: float
+    variance: float
+    disciplines: Mapping[str, DisciplineEstimate] = field(default_factory=dict)
+    n_items: int = 0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.score):
+            raise ValueError(f"an estimated session's score must be finite, got {self.score!r}")
+        if not (math.isfinite(self.variance) and self.variance >= 0):
+            raise ValueError(
+                f"an estimated session's variance must be finite and >= 0, got {self.variance!r}"
+            )
+        if self.n_items < 0:
+            raise ValueError(f"n_items must be at least 0, got {self.n_items!r}")
+        checked: dict[str, DisciplineEstimate] = {}
+        for name, value in self.disciplines.items():
+            estimate = DisciplineEstimate(float(value[0]), float(value[1]), int(value[2]))
+            if (
+                not math.isfinite(estimate.score)
+                or estimate.variance < 0
+                or math.isinf(estimate.variance)
+                or estimate.n_items < 0
+            ):
+                raise ValueError(f"discipline {name!r}: invalid estimate {tuple(value)!r}")
+            checked[name] = estimate
+        object.__setattr__(self, "disciplines", checked)
+
+
 def _as_session(scores: ItemScores, where: str) -> npt.NDArray[np.int64]:
     if not isinstance(scores, np.ndarray):
         flagged = next((s for s in scores if isinstance(s, bool)), None)
@@ -110,24 +195,29 @@ def _as_session(scores: ItemScores, where: str) -> npt.NDArray[np.int64]:
 
 
 class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
-    """Item scores of every session of every model.
+    """Item scores of every session of every model, and the estimated sessions.
 
     A read-only mapping ``model -> (session, ...)``, each session a read-only integer
     array of item scores ``0..3`` (LLMEval-Fair §2.3.1). Sessions of one model may hold
-    different numbers of items.
+    different numbers of items. A model's estimated sessions (:meth:`estimated`) are not
+    among the mapping's values; :meth:`session_scores` lists them after the fixed ones.
 
     Parameters
     ----------
     sessions : mapping of str to sequence of item scores
         Model -> its sessions (three by default), each a
-        non-empty sequence of integer item scores in ``0..3``.
+        non-empty sequence of integer item scores in ``0..3``. A model with estimated
+        sessions may have none here (an empty sequence, or no key).
+    estimated : mapping of str to sequence of EstimatedSession, optional
+        Model -> its estimated sessions (see the module notes). Models that appear only
+        here follow those of ``sessions``, in order.
 
     Raises
     ------
     ValueError
-        No models, an empty model name, a model without sessions, an empty session, or an
-        item score that is not an integer in ``0..3``; the message names the model and the
-        session.
+        No models, an empty model name, a model without sessions of either kind, an empty
+        session, or an item score that is not an integer in ``0..3``; the message names
+        the model and the session.
 
     Examples
     --------
@@ -136,22 +226,40 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
     [88.89, 77.78]
     """
 
-    def __init__(self, sessions: Mapping[str, Sequence[ItemScores]]) -> None:
-        if not sessions:
+    def __init__(
+        self,
+        sessions: Mapping[str, Sequence[ItemScores]],
+        estimated: Mapping[str, Sequence[EstimatedSession]] | None = None,
+    ) -> None:
+        estimated = estimated or {}
+        if not sessions and not estimated:
             raise ValueError("no models: RunScores needs at least one model")
         data: dict[str, tuple[npt.NDArray[np.int64], ...]] = {}
-        for model, model_sessions in sessions.items():
+        extra: dict[str, tuple[EstimatedSession, ...]] = {}
+        no_sessions: Sequence[ItemScores] = ()
+        for model in [*sessions, *(m for m in estimated if m not in sessions)]:
             if not isinstance(model, str) or not model:
                 raise ValueError(f"model names must be non-empty strings, got {model!r}")
-            if isinstance(model_sessions, str | bytes) or len(model_sessions) == 0:
+            model_sessions = sessions.get(model, no_sessions)
+            model_estimated = tuple(estimated.get(model, ()))
+            if isinstance(model_sessions, str | bytes) or (
+                len(model_sessions) == 0 and not model_estimated
+            ):
                 raise ValueError(f"model {model!r} has no sessions")
+            if not all(isinstance(e, EstimatedSession) for e in model_estimated):
+                raise ValueError(f"model {model!r}: estimated sessions must be EstimatedSession")
             data[model] = tuple(
                 _as_session(scores, f"model {model!r}, session {k}")
                 for k, scores in enumerate(model_sessions)
             )
+            if model_estimated:
+                extra[model] = model_estimated
         self._data = data
+        self._estimated = extra
         self._counts = {
             model: np.stack([np.bincount(s, minlength=MAX_SCORE + 1) for s in model_sessions])
+            if model_sessions
+            else np.zeros((0, MAX_SCORE + 1), dtype=np.int64)
             for model, model_sessions in data.items()
         }
 
@@ -170,6 +278,7 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
         return self.models == other.models and all(
             len(self[m]) == len(other[m])
             and all(np.array_equal(x, y) for x, y in zip(self[m], other[m], strict=True))
+            and self.estimated(m) == other.estimated(m)
             for m in self.models
         )
 
@@ -177,7 +286,10 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
 
     def __repr__(self) -> str:
         shape = ", ".join(f"{m!r}: {[len(s) for s in ss]}" for m, ss in self._data.items())
-        return f"RunScores({{{shape}}})"
+        if not self._estimated:
+            return f"RunScores({{{shape}}})"
+        counts = ", ".join(f"{m!r}: {len(e)}" for m, e in self._estimated.items())
+        return f"RunScores({{{shape}}}, estimated={{{counts}}})"
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -185,21 +297,40 @@ class RunScores(Mapping[str, tuple[npt.NDArray[np.int64], ...]]):
         return tuple(self._data)
 
     def score_counts(self, model: str) -> npt.NDArray[np.int64]:
-        """How many items of each session scored 0, 1, 2 and 3: shape ``(sessions, 4)``."""
+        """How many items of each fixed session scored 0, 1, 2 and 3: shape
+        ``(sessions, 4)`` (no rows for estimated sessions)."""
         return self._counts[model].copy()
+
+    def estimated(self, model: str) -> tuple[EstimatedSession, ...]:
+        """The model's estimated sessions (empty when it has none)."""
+        if model not in self._data:
+            raise KeyError(model)
+        return self._estimated.get(model, ())
+
+    def session_sizes(self, model: str) -> tuple[int, ...]:
+        """Items per session: the fixed sessions', then the estimated sessions'
+        ``n_items``."""
+        return tuple(len(s) for s in self._data[model]) + tuple(
+            e.n_items for e in self.estimated(model)
+        )
 
     def session_scores(self, model: str) -> FloatArray:
         """Absolute score ``S`` of each of the model's sessions (LLMEval-Fair eq. 1).
 
-        ``S = sum(s_i) / (N * 3) * 100`` over the session's ``N`` item scores.
+        ``S = sum(s_i) / (N * 3) * 100`` over a fixed session's ``N`` item scores; then,
+        after the fixed sessions, each estimated session's estimate.
         """
         counts = self._counts[model]
         totals = counts @ np.arange(MAX_SCORE + 1)
         sizes = counts.sum(axis=1)
-        return np.asarray(totals / (sizes * MAX_SCORE) * 100, dtype=np.float64)
+        fixed = np.asarray(totals / (sizes * MAX_SCORE) * 100, dtype=np.float64)
+        estimated = self.estimated(model)
+        if not estimated:
+            return fixed
+        return np.concatenate([fixed, np.array([e.score for e in estimated], dtype=np.float64)])
 
     def mean_score(self, model: str) -> float:
-        """Mean over the model's sessions of the session scores ``S``."""
+        """Mean over all the model's sessions (fixed and estimated) of their scores ``S``."""
         return float(self.session_scores(model).mean())
 
 
@@ -266,7 +397,8 @@ class BootstrapReplicates:
     def _anchor_row(self, anchor: str) -> FloatArray:
         row: FloatArray = self.absolute[self._index(anchor)]
         sessions = self.runs.session_scores(anchor)
-        if np.any(sessions == 0) or np.any(row == 0):
+        # An estimated session's estimate or replicate can fall below 0, not only on it.
+        if np.any(sessions <= 0) or np.any(row <= 0):
             raise ValueError(
                 f"anchor model {anchor!r} scores 0 in a session or a bootstrap replicate; "
                 "relative scores need a positive anchor score"
@@ -326,14 +458,16 @@ def hierarchical_bootstrap(
 
     Sessions are resampled within the model with replacement, then items within each
     drawn session with replacement; a replicate is the mean of the drawn sessions' scores
-    (LLMEval-Fair eq. 1). See the module notes for the multinomial shortcut, which is exact,
-    and for why the interval is conservative.
+    (LLMEval-Fair eq. 1). A drawn estimated session scores its estimate plus a normal draw
+    with its variance instead (a parametric stage). See the module notes for the
+    multinomial shortcut, which is exact, for estimated sessions and for why the interval
+    is conservative.
 
     Parameters
     ----------
     data : RunScores or mapping of str to sequence of item scores
         Per model its sessions' item scores (a mapping is validated by
-        :class:`RunScores`).
+        :class:`RunScores`); estimated sessions come in a :class:`RunScores`.
     n_resamples : int, default 2000
         Replicates per model.
     rng : numpy.random.Generator, int, SeedSequence or None
@@ -363,7 +497,11 @@ def hierarchical_bootstrap(
     for m, model in enumerate(runs.models):
         counts = runs.score_counts(model)
         sizes = counts.sum(axis=1)
-        shares = counts / sizes[:, None]
+        shares = counts / np.maximum(sizes, 1)[:, None]
+        estimated = runs.estimated(model)
+        if estimated:
+            out[m] = _mixed_replicates(gen, sizes, shares, estimated, int(n_resamples))
+            continue
         n_sessions = len(sizes)
         picked = gen.integers(n_sessions, size=(int(n_resamples), n_sessions))
         drawn = gen.multinomial(sizes[picked], shares[picked])  # (B, J, 4) item counts
@@ -371,6 +509,34 @@ def hierarchical_bootstrap(
         out[m] = session_scores.mean(axis=1)
     out.flags.writeable = False
     return BootstrapReplicates(runs=runs, absolute=out)
+
+
+def _mixed_replicates(
+    gen: np.random.Generator,
+    sizes: npt.NDArray[np.int64],
+    shares: FloatArray,
+    estimated: Sequence[EstimatedSession],
+    n_resamples: int,
+) -> FloatArray:
+    """Replicates of a model with estimated sessions: draw ``J`` of its ``J`` sessions
+    (fixed ones first, then estimated), then each drawn fixed session's items
+    (multinomial, as for fixed-only models) and each drawn estimated session's
+    ``Y + sqrt(V) * Z``; the replicate is the mean of the ``J`` drawn scores."""
+    n_fixed = len(sizes)
+    n_sessions = n_fixed + len(estimated)
+    picked = gen.integers(n_sessions, size=(n_resamples, n_sessions))
+    scores = np.empty((n_resamples, n_sessions), dtype=np.float64)
+    is_fixed = picked < n_fixed
+    if n_fixed:
+        chosen = picked[is_fixed]
+        drawn = gen.multinomial(sizes[chosen], shares[chosen])  # (k, 4) item counts
+        points = drawn @ np.arange(MAX_SCORE + 1)
+        scores[is_fixed] = points / (sizes[chosen] * MAX_SCORE) * 100
+    which = picked[~is_fixed] - n_fixed
+    centre = np.array([e.score for e in estimated], dtype=np.float64)
+    spread = np.sqrt(np.array([e.variance for e in estimated], dtype=np.float64))
+    scores[~is_fixed] = centre[which] + spread[which] * gen.standard_normal(which.size)
+    return np.asarray(scores.mean(axis=1), dtype=np.float64)
 
 
 def _bootstrapped(
@@ -440,10 +606,11 @@ class ModelSummary:
     anchor : str or None
         The anchor of a relative summary.
     session_values : tuple of float
-        The score of each session. Relative: ``S_k / S_anchor,k * 100`` pairing session
-        ``k`` with the anchor's session ``k`` (as table 9 pairs trials) when the model and
-        the anchor have the same number of sessions (``paired_sessions``), otherwise
-        ``S_k / mean(S_anchor) * 100``.
+        The score of each session: the fixed sessions' (eq. 1), then the estimated
+        sessions' estimates (see :class:`EstimatedSession`). Relative:
+        ``S_k / S_anchor,k * 100`` pairing session ``k`` with the anchor's session ``k``
+        (as table 9 pairs trials) when the model and the anchor have the same number of
+        sessions (``paired_sessions``), otherwise ``S_k / mean(S_anchor) * 100``.
     mean : float
         Absolute: the mean of the session scores. Relative: ``mean(S) / mean(S_anchor) *
         100``, the estimate the bootstrap replicates ``R*`` scatter around; it can differ
@@ -460,7 +627,7 @@ class ModelSummary:
         at ``confidence_level``.
     confidence_level : float
     n_items : tuple of int
-        Items per session.
+        Items per session (``RunScores.session_sizes``).
     paired_sessions : bool
         Whether relative ``session_values`` pair sessions by position (always False for
         absolute summaries).
@@ -541,7 +708,7 @@ def _summaries(
             standard_error=float(np.std(row, ddof=1)) if row.size > 1 else math.nan,
             confidence_interval=_interval(row, confidence_level),
             confidence_level=confidence_level,
-            n_items=tuple(len(s) for s in runs[model]),
+            n_items=runs.session_sizes(model),
             paired_sessions=paired,
             n_resamples=boot.n_resamples,
         )

@@ -372,7 +372,8 @@ class SummaryOut(_Out):
 
 class DisciplineScoreOut(_Out):
     score: float | None
-    """10-point scale, pooled over the model's sessions."""
+    """10-point scale: pooled over the model's fixed sessions, combined with its adaptive
+    sessions' estimates by inverse-variance weighting."""
     standard_error: float | None
     items: int
 
@@ -424,6 +425,8 @@ class RowOut(_Out):
     absolute: SummaryOut | None = None
     relative: SummaryOut | None = None
     sessions: int | None = None
+    """Sessions the score counts: fixed ones by their items, adaptive ones by their
+    estimates."""
     disciplines: dict[str, DisciplineScoreOut] | None = None
     latency: LatencyOut | None = None
     cost: CostOut | None = None

@@ -4,7 +4,11 @@ The statistics are pure (``judge.ranking``, ``judge.contamination``); this modul
 gathers their input from the database: for every model, the 0-3 scores of its scored
 sessions by discipline (the score each answer counts with: ``server.scoring.effective``),
 the end-to-end time of every answer and the tokens clients reported. Fixed sessions feed
-the ranking; replay and anchor-set sessions feed only the contamination report.
+the ranking by their item scores, adaptive sessions by their estimates
+(``server.sessions.adaptive.session_estimates``: an unbiased estimate of the session's
+score on its pool and its variance, as ``judge.ranking.stability.EstimatedSession``; their
+raw item scores are biased by the informative selection and never enter a score); replay
+and anchor-set sessions feed only the contamination report.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from judge.contamination.replay import ReplayRate, replay_rate
 from judge.prompts import PROMPT_VERSION
 from judge.ranking.leaderboard import (
     BoardDiagnostics,
+    DisciplineEstimate,
+    EstimatedSession,
     Leaderboard,
     ModelRecord,
     board_diagnostics,
@@ -57,12 +63,17 @@ from server.review.models import ReviewTask, ReviewTaskState
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import AnswerRatings, counting_verdicts
 from server.scoring.models import Verdict
+from server.sessions.adaptive import SessionEstimate, session_estimates
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
+
+RANKED_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
+"""Sessions that count on the leaderboard (fixed by their items, adaptive by their
+estimates)."""
 
 
 @dataclass
@@ -219,20 +230,36 @@ async def leaderboard(
 
     Where a panel of several judges scored, the intervals, rank ranges and tie groups
     include the judge's variance: the bootstrap resamples the judges too
-    (``judge.ranking.judge_variance``)."""
+    (``judge.ranking.judge_variance``).
+
+    Scored and reviewed adaptive sessions count as sessions of their model by their
+    estimates (``_adaptive_estimates``); a model with adaptive sessions only is ranked
+    too. Their answers' latencies and tokens count in the model's usage."""
     collected = {
         mode: await _scores_by_model(db, mode=mode, judges=judges, prompt_version=prompt_version)
         for mode in (SessionMode.FIXED, SessionMode.REPLAY, SessionMode.ANCHOR)
     }
     fixed, replay, anchor_set = (collected[m] for m in collected)
-    models = await _models(db, set(fixed) | set(replay) | set(anchor_set))
+    estimated = await _adaptive_estimates(db)
+    adaptive = await _scores_by_model(
+        db, mode=SessionMode.ADAPTIVE, judges=judges, prompt_version=prompt_version
+    )
+    models = await _models(db, set(fixed) | set(replay) | set(anchor_set) | set(estimated))
     names = _display_names(models)
     current = await current_anchor(db)
     anchor_key = str(current.model_id) if current is not None and current.model_id else None
     under_review = await _sessions_under_review(db)
     records = [
-        _record(model_id, models[model_id], names[model_id], data, under_review.get(model_id, 0))
-        for model_id, data in fixed.items()
+        _record(
+            model_id,
+            models[model_id],
+            names[model_id],
+            fixed.get(model_id, _Collected()),
+            under_review.get(model_id, 0),
+            estimated=estimated.get(model_id, []),
+            adaptive=adaptive.get(model_id),
+        )
+        for model_id in [*fixed, *(m for m in estimated if m not in fixed)]
     ]
     board = build_leaderboard(
         records,
@@ -268,16 +295,52 @@ def _judge_panels(
     return panels if several else None
 
 
+async def _adaptive_estimates(db: AsyncSession) -> dict[uuid.UUID, list[EstimatedSession]]:
+    """Per model, the estimates of its ``scored`` and ``reviewed`` adaptive sessions,
+    oldest first (sessions without an estimate yet are left out)."""
+    rows = (
+        await db.execute(
+            select(EvalSession.model_id, EvalSession.id)
+            .where(
+                EvalSession.state.in_(SCORED_STATE_VALUES),
+                EvalSession.mode == SessionMode.ADAPTIVE.value,
+            )
+            .order_by(EvalSession.created_at, EvalSession.id)
+        )
+    ).all()
+    if not rows:
+        return {}
+    found = await session_estimates(db, session_ids=[row.id for row in rows])
+    out: dict[uuid.UUID, list[EstimatedSession]] = defaultdict(list)
+    for row in rows:
+        estimate = found.get(row.id)
+        if estimate is not None:
+            out[row.model_id].append(_estimated_session(estimate))
+    return dict(out)
+
+
+def _estimated_session(estimate: SessionEstimate) -> EstimatedSession:
+    return EstimatedSession(
+        score=estimate.score,
+        variance=estimate.variance,
+        disciplines={
+            name: DisciplineEstimate(float(points), float(variance), int(n))
+            for name, (points, variance, n) in estimate.disciplines.items()
+        },
+        n_items=estimate.n_items,
+    )
+
+
 async def _sessions_under_review(db: AsyncSession) -> dict[uuid.UUID, int]:
-    """Per model, its fixed ``scored`` sessions with open reviews: their score may still
-    change when a reviewer scores an answer."""
+    """Per model, its fixed and adaptive ``scored`` sessions with open reviews: their
+    score may still change when a reviewer scores an answer."""
     rows = await db.execute(
         select(EvalSession.model_id, func.count(distinct(EvalSession.id)))
         .join(ReviewTask, ReviewTask.session_id == EvalSession.id)
         .where(
             ReviewTask.state == ReviewTaskState.OPEN.value,
             EvalSession.state == SessionState.SCORED.value,
-            EvalSession.mode == SessionMode.FIXED.value,
+            EvalSession.mode.in_(RANKED_MODES),
         )
         .group_by(EvalSession.model_id)
     )
@@ -307,19 +370,26 @@ def _record(
     name: str,
     data: _Collected,
     under_review: int,
+    *,
+    estimated: list[EstimatedSession],
+    adaptive: _Collected | None,
 ) -> ModelRecord:
+    """The model's record: fixed sessions by their items, adaptive ones by ``estimated``;
+    ``adaptive`` (the adaptive sessions' answers) adds to latency and usage only."""
     model, org = info
+    usage = [data] if adaptive is None else [data, adaptive]
     return ModelRecord(
         key=str(model_id),
         name=name,
         sessions=list(data.sessions.values()),
         disciplines=dict(data.disciplines),
-        latencies_s=data.latencies_s,
-        prompt_tokens=data.prompt_tokens,
-        completion_tokens=data.completion_tokens,
-        n_with_usage=data.n_with_usage,
+        latencies_s=[s for part in usage for s in part.latencies_s],
+        prompt_tokens=sum(part.prompt_tokens for part in usage),
+        completion_tokens=sum(part.completion_tokens for part in usage),
+        n_with_usage=sum(part.n_with_usage for part in usage),
         usd_per_mtok_in=model.usd_per_mtok_in,
         usd_per_mtok_out=model.usd_per_mtok_out,
+        estimated_sessions=estimated,
         extra={
             "model_id": str(model_id),
             "model": model.name,
@@ -420,7 +490,9 @@ SESSION_Z = 1.959963984540054
 class SessionScore:
     """One scored session's absolute score ``S`` (eq. 1, 0-100) over its scored answers,
     with a normal-approximation 95% interval (mean ± 1.96 standard errors of its item
-    scores, clipped to 0-100)."""
+    scores, clipped to 0-100). An adaptive session's score is its estimate, the one the
+    leaderboard counts, with ± 1.96 of its standard error (its raw item mean is biased
+    by the informative selection)."""
 
     session_id: uuid.UUID
     created_at: datetime
@@ -473,15 +545,21 @@ async def session_scores(
         score = answer.score(judges)
         if score is not None:
             scores[session_id].append(score)
+    adaptive = [i for i, (_, mode) in sessions.items() if mode == SessionMode.ADAPTIVE.value]
+    estimates = await session_estimates(db, session_ids=adaptive) if adaptive else {}
     return [
-        _session_score(session_id, created_at, mode, scores[session_id])
+        _session_score(session_id, created_at, mode, scores[session_id], estimates.get(session_id))
         for session_id, (created_at, mode) in sessions.items()
         if scores[session_id]
     ]
 
 
 def _session_score(
-    session_id: uuid.UUID, created_at: datetime, mode: str, scores: list[int]
+    session_id: uuid.UUID,
+    created_at: datetime,
+    mode: str,
+    scores: list[int],
+    estimate: SessionEstimate | None = None,
 ) -> SessionScore:
     n = len(scores)
     scale = 100 / MAX_SCORE
@@ -489,6 +567,8 @@ def _session_score(
     variance = sum((s - mean) ** 2 for s in scores) / (n - 1) if n > 1 else 0.0
     half = SESSION_Z * math.sqrt(variance / n) * scale
     value = mean * scale
+    if estimate is not None:
+        value, half = estimate.score, SESSION_Z * math.sqrt(max(estimate.variance, 0.0))
     return SessionScore(
         session_id=session_id,
         created_at=created_at,
