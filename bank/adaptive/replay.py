@@ -72,11 +72,13 @@ class SessionOutcome:
     estimate: float
     halfwidth: float
     stop: str
-    drawn: NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    drawn: tuple[int, ...] = ()
     """The items given, as column indices of the response matrix."""
     disciplines: dict[str, float] = field(default_factory=dict)
     """Per discipline the session's estimate on [0, 1]: ``model-assisted``'s own, for the
     other policies the mean of the discipline's items given."""
+    standard_error: float = math.nan
+    """The estimate's standard error (its estimated variance's square root)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,10 @@ class PolicySummary:
     max_exposure: float = 0.0
     """The largest share of sessions that were given one same item (each session stands
     for another organisation)."""
+    coverage_95: float = math.nan
+    """Share of sessions within 1.96 standard errors of the full-set score: whether the
+    estimated variance is honest (``coverage`` is of the stopping rule's wider interval
+    at delta / K)."""
 
 
 @dataclass(slots=True)
@@ -233,8 +239,9 @@ def replay_session(
         decision.estimate.mean,
         decision.halfwidth,
         str(decision.stop),
-        given,
+        tuple(given.tolist()),
         _raw_discipline_means(scores, given, labels),
+        decision.estimate.standard_error,
     )
 
 
@@ -273,8 +280,9 @@ def _assisted_session(
         decision.estimate.mean,
         decision.halfwidth,
         str(decision.stop),
-        answered[[d.item for d in state.draws]],
+        tuple(answered[[d.item for d in state.draws]].tolist()),
         {name: d.mean for name, d in per_discipline.items() if not math.isnan(d.mean)},
+        decision.estimate.standard_error,
     )
 
 
@@ -354,6 +362,7 @@ def summarise(
     est = np.array([[o.estimate for o in row] for row in outcomes], dtype=np.float64)
     width = np.array([[o.halfwidth for o in row] for row in outcomes], dtype=np.float64)
     stops = np.array([[o.stop for o in row] for row in outcomes])
+    se = np.array([[o.standard_error for o in row] for row in outcomes], dtype=np.float64)
     errors = np.abs(est - full[None, :])
     from scipy.stats import (  # scipy.stats takes ~1 s to import: not at every CLI start
         kendalltau,
@@ -375,6 +384,7 @@ def summarise(
         stopped_settled=float((stops == "settled").mean()),
         discipline_mae=_discipline_mae(outcomes, truth),
         max_exposure=_max_exposure(outcomes),
+        coverage_95=math.nan if np.isnan(se).all() else float((errors <= 1.96 * se).mean()),
     )
 
 
@@ -395,7 +405,7 @@ def _discipline_mae(
 def _max_exposure(outcomes: NDArray[np.object_]) -> float:
     """The largest share of all sessions that were given one same item."""
     given = [o.drawn for row in outcomes for o in row]
-    if not given or not any(g.size for g in given):
+    if not any(given):
         return 0.0
-    counts = np.bincount(np.concatenate(given))
+    counts = np.bincount(np.array([j for g in given for j in g], dtype=np.int64))
     return float(counts.max() / len(given))

@@ -263,7 +263,9 @@ def test_summarise_against_a_hand_computation() -> None:
         stopped_precise=4 / 6,
     )
     for name in PolicySummary.__slots__:
-        assert getattr(summary, name) == pytest.approx(getattr(expected, name), abs=1e-12), name
+        assert getattr(summary, name) == pytest.approx(
+            getattr(expected, name), abs=1e-12, nan_ok=True
+        ), name
 
 
 def test_summarise_counts_an_interval_that_just_reaches_the_target_as_covering() -> None:
@@ -275,3 +277,20 @@ def test_summarise_counts_an_interval_that_just_reaches_the_target_as_covering()
     assert summary.coverage == 1.0
     assert summary.saved_vs_full == 0.0
     assert math.isclose(summary.mae, 12.5)
+
+
+def test_summarise_counts_exposure_per_item_and_coverage_of_the_standard_error() -> None:
+    """Four sessions: item 7 given in three of them -> max exposure 3/4; errors
+    .01 .02 .03 .04 against standard errors .01 .01 .02 .01 -> within 1.96 se: 1, 0, 1, 0."""
+    full = np.array([0.5, 0.5])
+    cells = [
+        [((7, 1), 0.51, 0.01), ((7, 2), 0.52, 0.01)],
+        [((7, 3), 0.53, 0.02), ((4, 5), 0.54, 0.01)],
+    ]
+    outcomes = np.empty((2, 2), dtype=object)
+    for r, row in enumerate(cells):
+        for m, (drawn, estimate, se) in enumerate(row):
+            outcomes[r, m] = SessionOutcome(2, estimate, 0.1, "budget", drawn, {}, se)
+    summary = summarise(outcomes, full, 10)
+    assert summary.max_exposure == pytest.approx(3 / 4)
+    assert summary.coverage_95 == pytest.approx(2 / 4)
