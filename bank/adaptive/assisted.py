@@ -109,6 +109,8 @@ class AssistedState:
     draws: list[Draw] = field(default_factory=list)
     draw_of: dict[int, int] = field(default_factory=dict)
     """Pool index -> index into ``draws``."""
+    stratum_of: dict[int, Hashable] = field(default_factory=dict)
+    """Pool index -> the key of its stratum in ``strata``."""
     theta: float = 0.0
     n_scored: int = 0
     score_total: float = 0.0
@@ -116,11 +118,19 @@ class AssistedState:
 
     @classmethod
     def start(cls, config: AdaptiveConfig, items: Sequence[PoolItem]) -> AssistedState:
+        """A fresh state over ``items``. A stratum holding items of several disciplines is
+        split by discipline (the per-discipline estimates add up whole strata)."""
         if not items:
             raise ValueError("the pool holds no items")
+        disciplines: dict[Hashable, set[str]] = {}
+        for item in items:
+            disciplines.setdefault(item.stratum, set()).add(item.discipline)
         grouped: dict[Hashable, list[int]] = {}
         for index, item in enumerate(items):
-            grouped.setdefault(item.stratum, []).append(index)
+            key = item.stratum
+            if len(disciplines[key]) > 1:
+                key = (item.stratum, item.discipline)
+            grouped.setdefault(key, []).append(index)
         strata = {}
         for key, members in grouped.items():
             a = [items[j].a for j in members]
@@ -131,7 +141,8 @@ class AssistedState:
                 b=np.array([math.nan if v is None else v for v in b], dtype=np.float64),
                 unseen=np.ones(len(members), dtype=np.bool_),
             )
-        return cls(config=config, items=list(items), strata=strata)
+        stratum_of = {int(j): key for key, s in strata.items() for j in s.members}
+        return cls(config=config, items=list(items), strata=strata, stratum_of=stratum_of)
 
     @property
     def n_allocated(self) -> int:
@@ -169,8 +180,11 @@ class AssistedState:
 
     def add_draw(self, draw: Draw) -> None:
         """Record ``draw`` as allocated (``next_draw`` does; a caller restoring a session
-        from its stored draws calls it in draw order)."""
-        stratum = self.strata[draw.stratum]
+        from its stored draws calls it in draw order). The item's stratum is the state's,
+        whatever ``draw.stratum`` says."""
+        key = self.stratum_of[draw.item]
+        draw = Draw(draw.item, key, draw.record)
+        stratum = self.strata[key]
         (where,) = np.flatnonzero(stratum.members == draw.item)
         if not stratum.unseen[where]:
             raise ValueError(f"item {draw.item} was drawn already")

@@ -3,7 +3,7 @@
 Two steps per item:
 
 1. **Which stratum** (:func:`next_stratum`): every stratum (discipline x type) first gets
-   ``pilot`` items, then the one furthest behind its proportional quota, n_h / W_h
+   ``pilot`` items, then the one furthest behind its proportional quota, (n_h + 1) / W_h
    smallest: every evaluated discipline is covered in proportion to its share of the pool,
    whatever the model's answers are (content balancing in the manner of Kingsbury & Zara,
    "Procedures for selecting items for computerized adaptive tests", Applied Measurement

@@ -37,6 +37,7 @@ __all__ = [
     "Diagnostics",
     "DisciplineBoard",
     "DisciplineEntry",
+    "DisciplineEstimate",
     "DisciplineLeaderboard",
     "DisciplineScore",
     "GeneralisationGap",
@@ -336,6 +337,17 @@ class AdaptiveOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class DisciplineEstimate(_Body):
+    """An adaptive session's estimate of one discipline's score on its pool (points,
+    0-100), the half-width of its pointwise interval at the session's delta, and the
+    scored items behind it."""
+
+    estimate: float
+    halfwidth: float
+    n_items: int
+
+
+@dataclass(frozen=True, slots=True)
 class AdaptiveSummary(_Body):
     """Where an adaptive session stands: its estimate (score points, 0-100) over every
     score so far, with the half-width of its stopping rule's interval. The figures that
@@ -355,6 +367,8 @@ class AdaptiveSummary(_Body):
     halfwidth: float | None = None
     checks: int | None = None
     stop_reason: StopReason | str | None = None
+    disciplines: dict[str, DisciplineEstimate] | None = None
+    """``model-assisted`` only: per discipline, hidden like ``estimate``."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
@@ -363,6 +377,9 @@ class AdaptiveSummary(_Body):
         fields["bound"] = _vocabulary(AdaptiveBound, fields["bound"])
         stop = fields.get("stop_reason")
         fields["stop_reason"] = None if stop is None else _vocabulary(StopReason, stop)
+        disciplines = fields.get("disciplines")
+        if disciplines is not None:
+            fields["disciplines"] = _by_name(DisciplineEstimate, disciplines, "disciplines")
         return cls(**fields)
 
 

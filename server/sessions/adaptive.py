@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from statistics import NormalDist
 
 import numpy as np
 from sqlalchemy import func, select, update
@@ -33,7 +34,13 @@ from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy, assign_strata
 from bank.exposure import release_undelivered
 from bank.models import Item, SampleItem
-from clients.sdk.types import AdaptiveBound, AdaptivePolicy, AdaptiveSummary, StopReason
+from clients.sdk.types import (
+    AdaptiveBound,
+    AdaptivePolicy,
+    AdaptiveSummary,
+    DisciplineEstimate,
+    StopReason,
+)
 from server.review.sampling import ReviewPolicy
 from server.scoring.models import Verdict
 from server.scoring.service import finish_sessions
@@ -201,6 +208,7 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
         estimate = decision.estimate.mean * POINTS
         halfwidth = decision.halfwidth * POINTS
     budget = await _pool_size(db, record=record)
+    disciplines = _discipline_summaries(state, delta=run.delta)
     stop_reason = None if run.stop_reason is None else StopReason(run.stop_reason)
     if stop_reason is None and record.n_delivered == budget:
         stop_reason = StopReason.BUDGET
@@ -216,7 +224,25 @@ async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
         halfwidth=halfwidth,
         checks=run.checks_done,
         stop_reason=stop_reason,
+        disciplines=disciplines,
     )
+
+
+def _discipline_summaries(
+    state: AdaptiveState | AssistedState, *, delta: float
+) -> dict[str, DisciplineEstimate] | None:
+    """Per discipline the estimate and its pointwise normal half-width (points) at
+    ``delta``; None for the stratified policies (their strata are not disciplines)."""
+    if not isinstance(state, AssistedState):
+        return None
+    z = float(NormalDist().inv_cdf(1.0 - delta / 2.0))
+    return {
+        name: DisciplineEstimate(
+            estimate=d.mean * POINTS, halfwidth=z * d.standard_error * POINTS, n_items=d.n
+        )
+        for name, d in state.estimate().disciplines.items()
+        if not math.isnan(d.mean)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +332,13 @@ def without_verdict_figures(summary: AdaptiveSummary) -> AdaptiveSummary:
     stop reason, counts of scores and checks: with ``completed`` they would give the review
     count); see ``server.scoring.visibility``."""
     return replace(
-        summary, estimate=None, halfwidth=None, stop_reason=None, n_scored=None, checks=None
+        summary,
+        estimate=None,
+        halfwidth=None,
+        stop_reason=None,
+        n_scored=None,
+        checks=None,
+        disciplines=None,
     )
 
 

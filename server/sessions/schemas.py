@@ -37,6 +37,16 @@ class AdaptiveOptions(RequestBody):
     """Error probability of the interval, over every check of the stopping rule."""
 
 
+class DisciplineEstimateOut(BaseModel):
+    """One discipline's estimate (points, 0-100) and its pointwise half-width at delta."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    estimate: float
+    halfwidth: float
+    n_items: int
+
+
 class AdaptiveOut(BaseModel):
     """Where an adaptive session stands: its estimate (score points, 0-100) over every
     score so far, with the half-width of its stopping rule's interval."""
@@ -57,6 +67,9 @@ class AdaptiveOut(BaseModel):
     stop_reason: StopReason | None
     history_models: int
     """Other models whose past verdicts gave the item parameters (``neyman-irt``)."""
+    disciplines: dict[str, DisciplineEstimateOut] | None = None
+    """``model-assisted``: per discipline of the pool, its estimate and pointwise interval
+    (null like the estimate for roles other than admin and auditor until scored)."""
 
 
 class SessionCreate(RequestBody):

@@ -51,6 +51,7 @@ from server.sessions.schemas import (
     AdaptiveOptions,
     AdaptiveOut,
     AnswerAccepted,
+    DisciplineEstimateOut,
     ItemOut,
     SessionOut,
 )
@@ -59,6 +60,7 @@ PAIRS: list[tuple[type, type[BaseModel], set[str]]] = [
     (sdk.Model, ModelOut, set()),
     (sdk.Session, SessionOut, set()),
     (sdk.AdaptiveSummary, AdaptiveOut, set()),
+    (sdk.DisciplineEstimate, DisciplineEstimateOut, set()),
     (sdk.Item, ItemOut, set()),
     (sdk.Accepted, AnswerAccepted, {"already_answered"}),
     (sdk.ScoringProgress, ScoringOut, set()),
@@ -197,9 +199,11 @@ def test_enum_members_are_their_wire_strings() -> None:
             "budget": 10,
             "history_models": 0,
             "stop_reason": "precise",
+            "disciplines": {"math": {"estimate": 50.0, "halfwidth": 5.0, "n_items": 10}},
             "new_field": 1,
         }
     )
+    assert summary.disciplines == {"math": sdk.DisciplineEstimate(50.0, 5.0, 10)}
     assert summary.policy is sdk.AdaptivePolicy.NEYMAN_IRT and summary.policy == "neyman-irt"
     assert summary["stop_reason"] == "precise"  # the dict-style read of older SDK versions
     with pytest.raises(KeyError):

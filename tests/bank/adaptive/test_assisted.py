@@ -354,17 +354,6 @@ def test_the_estimate_waits_for_every_stratum() -> None:
         AssistedState.start(CONFIG, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "AssistedState.estimate() assigns a whole stratum to the discipline of its first "
-        "member (self.items[s.members[0]].discipline); with strata that span disciplines "
-        "(proctor simulate --strata type: disciplines come from the items' category "
-        "'whatever --strata is') the per-discipline estimates are wrong and disciplines go "
-        "missing: here {'alg': 0.333, 'bio': 0.333} for the truth "
-        "{'alg': 1.0, 'bio': 0.0, 'law': 0.0}, with every item drawn"
-    ),
-)
 def test_per_discipline_estimates_with_strata_that_span_disciplines() -> None:
     """Strata by item type only, each holding items of three disciplines; the whole pool
     of 30 drawn: each discipline's estimate is its exact mean. (Either the estimate

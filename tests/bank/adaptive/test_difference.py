@@ -21,9 +21,6 @@ from bank.adaptive.difference import (
 )
 from bank.adaptive.selection import selection_probabilities
 
-NEGLIGIBLE = 1e-15
-"""The weight of past draws when a test reads a single draw's t_k off the weighted mean."""
-
 
 def _draw(
     predicted: Sequence[float],
@@ -81,8 +78,8 @@ def test_each_draw_is_unbiased_given_the_past(seed: int) -> None:
     past of already drawn items and a floor from 0.01 to 1, the sum over every unseen
     item j of q_k(j) times the t_k drawing j leaves equals the stratum's true total.
 
-    t_k is read off :func:`stratum_estimate`: the past draws get a negligible weight, so
-    the weighted mean is the last draw's t_k (to ~1e-10)."""
+    t_k is read off :func:`stratum_estimate`, the mean of the t_k: the last draw's is
+    n That_n - (n - 1) That_{n-1}."""
     rng = np.random.default_rng(seed)
     size = int(rng.integers(3, 13))
     predicted = rng.choice([0.0, 1.0, 0.5, *rng.random(5).tolist()], size).tolist()
@@ -94,21 +91,22 @@ def test_each_draw_is_unbiased_given_the_past(seed: int) -> None:
     remaining = list(range(size))
     for item in past:
         draw = _draw(predicted, remaining, item, scores[item], floor=floor)
-        history.append(dataclasses.replace(draw, weight=NEGLIGIBLE))
+        history.append(draw)
         remaining.remove(item)
     assert remaining == unseen and len(unseen) >= 2
 
     expected = 0.0
     q = selection_probabilities([predicted[j] for j in unseen], floor=floor)
     for item, q_item in zip(unseen, q.tolist(), strict=True):
-        draw = dataclasses.replace(
-            _draw(predicted, unseen, item, scores[item], floor=floor), weight=1.0
-        )
+        draw = _draw(predicted, unseen, item, scores[item], floor=floor)
         estimate = stratum_estimate([*history, draw], size=size)
+        before = stratum_estimate(history, size=size)
         assert estimate is not None
+        n = len(history) + 1
+        read = n * estimate.total - (n - 1) * (before.total if before is not None else 0.0)
         t_k = _t(draw, math.fsum(scores[j] for j in past))
-        assert estimate.total == pytest.approx(t_k, abs=1e-8)
-        expected += q_item * estimate.total
+        assert read == pytest.approx(t_k, abs=1e-8)
+        expected += q_item * t_k
     assert q.sum() == pytest.approx(1.0, abs=1e-12)
     assert expected == pytest.approx(math.fsum(scores), abs=1e-8)
 
@@ -140,16 +138,6 @@ def test_the_mean_of_draws_with_fixed_weights_is_unbiased(
     assert expected == pytest.approx(math.fsum(scores), abs=1e-9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "stratum_estimate divides each draw's weight by the sum of ALL n draws' weights; "
-        "a draw's share then depends on the later draws' weights, which depend on which "
-        "item it drew, so E[sum w~_k t_k] != T although every t_k is unbiased "
-        "(p=(0.1, 0.5, 0.9), y=(1, 0, 1), two draws: E = 2.0587 for T = 2; the five-item "
-        "case, three draws: E = 2.9939 for T = 3)"
-    ),
-)
 @pytest.mark.parametrize(
     ("predicted", "scores", "n"),
     [
@@ -157,12 +145,12 @@ def test_the_mean_of_draws_with_fixed_weights_is_unbiased(
         ([0.02, 0.6, 0.97, 0.3, 0.8], [1.0, 0.0, 0.0, 1.0, 1.0], 3),
     ],
 )
-def test_the_weighted_mean_of_draws_is_unbiased(
+def test_the_estimate_with_the_policys_draw_records_is_unbiased(
     predicted: list[float], scores: list[float], n: int
 ) -> None:
-    """The module's claim "a mean of the t_k with weights w_k fixed before draw k is
-    unbiased too", checked exactly: every sequence of n draws with the weights the policy
-    gives them (:func:`draw_weight`), predictions fixed (no ability update at all)."""
+    """Exactly: every sequence of n draws with the records the policy makes (their weights
+    from :func:`draw_weight` do not move the mean; weights normalised by their sum gave
+    E = 2.0587 for T = 2 in the first case), predictions fixed."""
     expected = 0.0
     for probability, draws in _sequences(predicted, scores, n, floor=0.05):
         estimate = stratum_estimate(draws, size=len(predicted))
@@ -232,19 +220,18 @@ def test_only_the_leading_run_of_scored_draws_counts() -> None:
 
 
 def test_the_estimate_and_its_variance_by_hand() -> None:
-    """Three draws of a stratum of 10: t_k, the weighted mean with w~ = w / sum w, and
-    the variance of the module docstring, n / (n - 1) sum w~^2 (t - That)^2 pooled with
-    PRIOR_DRAWS pseudo-draws of sum w~^2 / w, computed here by hand."""
+    """Three draws of a stratum of 10: t_k, their mean, and the variance of the module
+    docstring, sum (t - That)^2 / (n (n - 1)) pooled with PRIOR_DRAWS pseudo-draws of
+    sum 1 / (n^2 w), computed here by hand."""
     draws = [
         StratumDraw(0.1, 0.3, 6.0, 0.5, 1.0),
         StratumDraw(0.2, 0.6, 5.5, 1.0, 0.0),
         StratumDraw(0.25, 0.5, 5.0, 1.5, 1.0),
     ]
     t = [6.0 + 0.7 / 0.1, 1.0 + 5.5 - 0.6 / 0.2, 1.0 + 5.0 + 0.5 / 0.25]
-    shares = [0.5 / 3.0, 1.0 / 3.0, 1.5 / 3.0]
-    total = sum(w * x for w, x in zip(shares, t, strict=True))
-    observed = 3 / 2 * sum(w * w * (x - total) ** 2 for w, x in zip(shares, t, strict=True))
-    predicted = sum(w * w / d.weight for w, d in zip(shares, draws, strict=True))
+    total = sum(t) / 3
+    observed = sum((x - total) ** 2 for x in t) / (3 * 2)
+    predicted = sum(1 / d.weight for d in draws) / 9
     variance = (3 * observed + PRIOR_DRAWS * predicted) / (3 + PRIOR_DRAWS)
     estimate = stratum_estimate(draws, size=10)
     assert estimate is not None

@@ -312,7 +312,7 @@ async def test_adaptive_options_are_validated(big_world: tuple[str, World], llm:
 def des_raj_by_hand(pool: list[Any], draws: list[AdaptiveDraw], scores: dict[int, int]) -> float:
     """The model-assisted estimate (points) from the stored draws and the verdicts: per
     discipline x type stratum, t_k = scores drawn before + predictions of the unseen +
-    (y_k - p_k) / q_k, averaged with the stored weights; strata totals summed."""
+    (y_k - p_k) / q_k, averaged; strata totals summed."""
     stratum_of = {row.position: (row.discipline, row.qtype) for row in pool}
     sizes = Counter(stratum_of.values())
     by_stratum: dict[tuple[str, str], list[AdaptiveDraw]] = {}
@@ -329,8 +329,7 @@ def des_raj_by_hand(pool: list[Any], draws: list[AdaptiveDraw], scores: dict[int
             y = scores[d.position] / 3
             estimates.append(seen + d.unseen_predicted + (y - d.predicted) / d.probability)
             seen += y
-        weights = [d.weight for d in rows]
-        total += sum(w * t for w, t in zip(weights, estimates, strict=True)) / sum(weights)
+        total += sum(estimates) / len(estimates)
     return 100 * min(max(total / len(pool), 0.0), 1.0)
 
 
