@@ -49,6 +49,7 @@ from judge.numbers import format_number, json_float
 from server.cli.groups import command_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import CommandInputError, exit_on_input_error, stderr, table_console
+from server.sessions.limits import AdaptiveDefaults
 
 ALL_POLICIES = (
     Policy.FULL,
@@ -59,6 +60,7 @@ ALL_POLICIES = (
     Policy.MODEL_ASSISTED,
 )
 DEFAULT_STRATA = "discipline,type"
+DEFAULT_TARGET_POINTS = AdaptiveDefaults().target_halfwidth
 T = TypeVar("T")
 
 
@@ -139,10 +141,10 @@ def simulate_command(
         typer.Option(
             "--target-halfwidth",
             help="Stop once the interval's half-width is at most this, in score points "
-            "(0-100 scale).",
+            "(0-100 scale); the default is the server's for adaptive sessions.",
             callback=_check_halfwidth,
         ),
-    ] = 7.0,
+    ] = DEFAULT_TARGET_POINTS,
     delta: Annotated[
         float,
         typer.Option(

@@ -62,8 +62,8 @@ CURVE_POLICIES = (Policy.UNIFORM, Policy.NEYMAN_IRT)
 """The baselines of the trade-off curve, over ``--curve-targets``."""
 HEADER = (
     "| policy | items mean | p95 | saved vs full | MAE (pts) | discipline MAE (pts) "
-    "| Spearman | Kendall | coverage | mean half-width | stopped precise | stopped settled "
-    "| max exposure |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| Spearman | Kendall | coverage | coverage ±1.96 se | mean half-width | stopped precise "
+    "| stopped settled | max exposure |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -111,7 +111,8 @@ def row(name: str, s: PolicySummary) -> str:
     return (
         f"| {name} | {s.items_mean:.1f} | {s.items_p95:.0f} | {s.saved_vs_full:.1%} | "
         f"{s.mae:.2f} | {s.discipline_mae:.2f} | {s.spearman:.4f} | {s.kendall:.3f} | "
-        f"{s.coverage:.3f} | {s.halfwidth_mean:.2f} | {s.stopped_precise:.0%} | "
+        f"{s.coverage:.3f} | {s.coverage_95:.3f} | {s.halfwidth_mean:.2f} | "
+        f"{s.stopped_precise:.0%} | "
         f"{s.stopped_settled:.0%} | {s.max_exposure:.1%} |"
     )
 
@@ -166,7 +167,12 @@ def main() -> None:
         "--target-runs", type=int, default=200, help="runs per model, targets part (>= 100)"
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--normal-target", type=float, default=7.0, help="points")
+    parser.add_argument(
+        "--normal-target",
+        type=float,
+        default=DEFAULTS.target_halfwidth * POINTS,
+        help="points (default: the server's)",
+    )
     parser.add_argument("--hs-target", type=float, default=11.8, help="points")
     parser.add_argument(
         "--curve-targets",
@@ -177,7 +183,7 @@ def main() -> None:
     parser.add_argument(
         "--assisted-targets",
         type=points,
-        default=[5.0, 6.0, 7.0, 8.0, 10.0],
+        default=[5.0, 6.0, 7.0, 7.5, 8.0, 10.0],
         help="points, for model-assisted",
     )
     parser.add_argument("--parts", type=parts, default=list(PARTS), help=",".join(PARTS))
