@@ -19,7 +19,7 @@ import logging
 import math
 import uuid
 from collections import OrderedDict, defaultdict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -81,6 +81,9 @@ class _Collected:
     """What the database holds for one model, by session mode."""
 
     sessions: dict[uuid.UUID, list[int]] = field(default_factory=dict)
+    positions: dict[uuid.UUID, dict[int, int]] = field(default_factory=dict)
+    """Session id -> position -> the score it counts with (adaptive sessions' estimates
+    are computed on these)."""
     items: dict[uuid.UUID, list[int]] = field(default_factory=lambda: defaultdict(list))
     """Item id -> its scores (per-item comparisons between models, for Elo and BT)."""
     disciplines: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
@@ -174,6 +177,7 @@ async def _scores_by_model(
             continue
         entry = out[row.model_id]
         entry.sessions.setdefault(row.id, []).append(score)
+        entry.positions.setdefault(row.id, {})[row.position] = score
         entry.items[row.item_id].append(score)
         entry.disciplines[row.discipline].append(score)
         entry.panel.append(ratings.judge_columns(judges))
@@ -240,10 +244,10 @@ async def leaderboard(
         for mode in (SessionMode.FIXED, SessionMode.REPLAY, SessionMode.ANCHOR)
     }
     fixed, replay, anchor_set = (collected[m] for m in collected)
-    estimated = await _adaptive_estimates(db)
     adaptive = await _scores_by_model(
         db, mode=SessionMode.ADAPTIVE, judges=judges, prompt_version=prompt_version
     )
+    estimated = await _adaptive_estimates(db, counted=adaptive)
     models = await _models(db, set(fixed) | set(replay) | set(anchor_set) | set(estimated))
     names = _display_names(models)
     current = await current_anchor(db)
@@ -295,9 +299,12 @@ def _judge_panels(
     return panels if several else None
 
 
-async def _adaptive_estimates(db: AsyncSession) -> dict[uuid.UUID, list[EstimatedSession]]:
+async def _adaptive_estimates(
+    db: AsyncSession, *, counted: Mapping[uuid.UUID, _Collected]
+) -> dict[uuid.UUID, list[EstimatedSession]]:
     """Per model, the estimates of its ``scored`` and ``reviewed`` adaptive sessions,
-    oldest first (sessions without an estimate yet are left out)."""
+    oldest first, on the scores the board counts (``counted``: its judges, reviewers
+    first); sessions without an estimate yet are left out."""
     rows = (
         await db.execute(
             select(EvalSession.model_id, EvalSession.id)
@@ -310,7 +317,12 @@ async def _adaptive_estimates(db: AsyncSession) -> dict[uuid.UUID, list[Estimate
     ).all()
     if not rows:
         return {}
-    found = await session_estimates(db, session_ids=[row.id for row in rows])
+    scores = {
+        session_id: {position: score / MAX_SCORE for position, score in by_position.items()}
+        for data in counted.values()
+        for session_id, by_position in data.positions.items()
+    }
+    found = await session_estimates(db, session_ids=[row.id for row in rows], scores=scores)
     out: dict[uuid.UUID, list[EstimatedSession]] = defaultdict(list)
     for row in rows:
         estimate = found.get(row.id)
@@ -541,12 +553,16 @@ async def session_scores(
             row.judge, row.score
         )
     scores: dict[uuid.UUID, list[int]] = defaultdict(list)
-    for (session_id, _), answer in ratings.items():
+    counted: dict[uuid.UUID, dict[int, float]] = defaultdict(dict)
+    for (session_id, position), answer in ratings.items():
         score = answer.score(judges)
         if score is not None:
             scores[session_id].append(score)
+            counted[session_id][position] = score / MAX_SCORE
     adaptive = [i for i, (_, mode) in sessions.items() if mode == SessionMode.ADAPTIVE.value]
-    estimates = await session_estimates(db, session_ids=adaptive) if adaptive else {}
+    estimates = (
+        await session_estimates(db, session_ids=adaptive, scores=counted) if adaptive else {}
+    )
     return [
         _session_score(session_id, created_at, mode, scores[session_id], estimates.get(session_id))
         for session_id, (created_at, mode) in sessions.items()

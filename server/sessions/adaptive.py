@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import secrets
 import uuid
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from statistics import NormalDist
@@ -258,26 +258,32 @@ class SessionEstimate:
 
 
 async def session_estimates(
-    db: AsyncSession, *, session_ids: Collection[uuid.UUID]
+    db: AsyncSession,
+    *,
+    session_ids: Collection[uuid.UUID],
+    scores: Mapping[uuid.UUID, Mapping[int, float]] | None = None,
 ) -> dict[uuid.UUID, SessionEstimate]:
-    """The estimate over every score so far of each adaptive session of ``session_ids``
-    that has one (sessions whose strata are not all scored yet are left out)."""
+    """The estimate of each adaptive session of ``session_ids`` that has one (sessions
+    whose strata are not all scored yet are left out). ``scores[session][position]`` (in
+    [0, 1]) replaces the session's own scores, the mean of its verdicts: the leaderboard
+    passes the scores it counts (its judges, reviewers first)."""
     out: dict[uuid.UUID, SessionEstimate] = {}
     for session_id in sorted(session_ids, key=str):
         record = await db.get(EvalSession, session_id)
         run = await db.get(AdaptiveRun, session_id)
         if record is None or run is None:
             continue
-        estimate = await _session_estimate(db, record=record, run=run)
+        given = None if scores is None else dict(scores.get(session_id, {}))
+        estimate = await _session_estimate(db, record=record, run=run, scores=given)
         if estimate is not None:
             out[session_id] = estimate
     return out
 
 
 async def _session_estimate(
-    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun, scores: dict[int, float] | None
 ) -> SessionEstimate | None:
-    state = await _state(db, record=record, run=run)
+    state = await _state(db, record=record, run=run, scores=scores)
     decision = state.decision()
     if math.isnan(decision.estimate.mean):
         return None
@@ -297,17 +303,22 @@ async def _session_estimate(
 
 
 async def _state(
-    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+    db: AsyncSession,
+    *,
+    record: EvalSession,
+    run: AdaptiveRun,
+    scores: dict[int, float] | None = None,
 ) -> AdaptiveState | AssistedState:
+    """The policy's state rebuilt from the database (``scores``, if given, replaces the
+    session's own)."""
     if run.policy == Policy.MODEL_ASSISTED.value:
-        return await _rebuild_assisted(db, record=record, run=run)
-    state, _ = await _rebuild(db, record=record, run=run)
+        return await _rebuild_assisted(db, record=record, run=run, scores=scores)
+    state, _ = await _rebuild(db, record=record, run=run, scores=scores)
     return state
 
 
-async def _rebuild_assisted(
-    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
-) -> AssistedState:
+async def _pool_rows(db: AsyncSession, *, record: EvalSession) -> list[assisted.PoolRow]:
+    """The session's pool in position order."""
     rows = (
         await db.execute(
             select(SampleItem.position, SampleItem.item_id, Item.discipline, Item.qtype)
@@ -316,13 +327,23 @@ async def _rebuild_assisted(
             .order_by(SampleItem.position)
         )
     ).all()
-    pool = [assisted.PoolRow(r.position, r.item_id, r.discipline, r.qtype) for r in rows]
+    return [assisted.PoolRow(r.position, r.item_id, r.discipline, r.qtype) for r in rows]
+
+
+async def _rebuild_assisted(
+    db: AsyncSession,
+    *,
+    record: EvalSession,
+    run: AdaptiveRun,
+    scores: dict[int, float] | None = None,
+) -> AssistedState:
+    pool = await _pool_rows(db, record=record)
     return assisted.restore(
         config_of(run, budget=len(pool)),
         pool,
         parameters=run.item_parameters or {},
         draws=await assisted.load_draws(db, session_id=record.id),
-        scores=await _scores(db, session_id=record.id),
+        scores=scores if scores is not None else await _scores(db, session_id=record.id),
         n_delivered=record.n_delivered,
     )
 
@@ -356,18 +377,16 @@ async def _pool_size(db: AsyncSession, *, record: EvalSession) -> int:
 
 
 async def _rebuild(
-    db: AsyncSession, *, record: EvalSession, run: AdaptiveRun
+    db: AsyncSession,
+    *,
+    record: EvalSession,
+    run: AdaptiveRun,
+    scores: dict[int, float] | None = None,
 ) -> tuple[AdaptiveState, list[PoolItem]]:
     """The policy's state from the database: strata of the whole pool (the session's
-    population), the delivered positions as allocated, the verdicts as scores."""
-    rows = (
-        await db.execute(
-            select(SampleItem.position, SampleItem.item_id, Item.discipline, Item.qtype)
-            .join(Item, Item.id == SampleItem.item_id)
-            .where(SampleItem.sample_id == record.sample_id)
-            .order_by(SampleItem.position)
-        )
-    ).all()
+    population), the delivered positions as allocated, the verdicts (or ``scores``) as
+    scores."""
+    rows = await _pool_rows(db, record=record)
     config = config_of(run, budget=len(rows))
     params = run.item_parameters or {}
     difficulty = [params[str(r.item_id)][1] if str(r.item_id) in params else None for r in rows]
@@ -400,7 +419,9 @@ async def _rebuild(
     by_position = {p.position: p for p in pool}
     for position in range(record.n_delivered):
         state.allocated(by_position[position].stratum)
-    for position, score in (await _scores(db, session_id=record.id)).items():
+    if scores is None:
+        scores = await _scores(db, session_id=record.id)
+    for position, score in scores.items():
         item = by_position[position]
         ab = params.get(str(item.item_id))
         state.record(item.stratum, score, item=(ab[0], ab[1]) if ab else None)

@@ -36,11 +36,15 @@ async def big_world(fresh_db_url: str) -> tuple[str, World]:
     return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
 
 
-async def estimates_of(db_url: str, *session_ids: uuid.UUID) -> dict[uuid.UUID, SessionEstimate]:
+async def estimates_of(
+    db_url: str,
+    *session_ids: uuid.UUID,
+    scores: dict[uuid.UUID, dict[int, float]] | None = None,
+) -> dict[uuid.UUID, SessionEstimate]:
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
-            return await session_estimates(db, session_ids=session_ids)
+            return await session_estimates(db, session_ids=session_ids, scores=scores)
     finally:
         await engine.dispose()
 
@@ -135,3 +139,10 @@ async def test_adaptive_sessions_count_by_their_estimates_beside_fixed_ones(
         model["model_id"] for block in view.json()["disciplines"] for model in block["models"]
     }
     assert str(world.a.model_id) in ranked
+
+    # the board's scores, not the session's own, make the estimate (its judges, reviewers
+    # first): the same draws with every answer counted right give 100
+    delivered = range(len(only.delivered))
+    perfect = await estimates_of(db_url, only.id, scores={only.id: dict.fromkeys(delivered, 1.0)})
+    assert perfect[only.id].score == pytest.approx(100.0)
+    assert estimate.score < 90
