@@ -70,22 +70,12 @@ class Draw:
 
 
 @dataclass(frozen=True, slots=True)
-class DisciplineEstimate:
-    """A discipline's score on [0, 1] (its items of the pool), its variance and draws."""
-
-    mean: float
-    variance: float
-    n: int
-
-    @property
-    def standard_error(self) -> float:
-        return math.sqrt(self.variance)
-
-
-@dataclass(frozen=True, slots=True)
 class AssistedEstimate:
+    """The pool's score and each discipline's (its items of the pool), each a mean on
+    [0, 1] with its variance and the scored draws behind it."""
+
     overall: StratifiedEstimate
-    disciplines: dict[str, DisciplineEstimate]
+    disciplines: dict[str, StratifiedEstimate]
 
 
 @dataclass(slots=True)
@@ -256,7 +246,7 @@ class AssistedState:
             size = sum(len(self.strata[k].members) for k in keys)
             part = _combine([totals[k] for k in keys], size, 0)
             used = sum(t.n for k in keys if (t := totals[k]) is not None)
-            disciplines[name] = DisciplineEstimate(part.mean, part.variance, used)
+            disciplines[name] = StratifiedEstimate(part.mean, part.variance, used)
         return AssistedEstimate(overall, disciplines)
 
     def _can_draw(self) -> bool:

@@ -350,7 +350,7 @@ def _popen_redis(
 
 def _redis_failed(proc: subprocess.Popen[bytes], log: Path) -> ServiceStartError:
     return ServiceStartError(
-        f"redis-server failed to start (exit code {proc.poll()}; command: {proc.args})\n"
+        f"redis-server failed to start (exit code {proc.poll()}; command: {proc.args!r})\n"
         f"--- {log} (tail) ---\n{_tail(log)}"
     )
 

@@ -18,12 +18,10 @@ from scipy.stats import norm
 from bank.adaptive.assisted import AssistedState, Draw, PoolItem
 from bank.adaptive.bounds import normal_halfwidth
 from bank.adaptive.policy import AdaptiveConfig, Policy, StopReason
+from tests.bank.adaptive.pools import DISCIPLINES, POOL, two_pl_pool
 
 FloatArray = NDArray[np.float64]
 
-POOL = 480
-DISCIPLINES = ("alg", "bio", "chem", "law")
-DISCIPLINE_SIZES = (192, 144, 96, 48)
 BUDGET = 80
 SESSIONS = 300
 NEVER = 1e-9
@@ -36,22 +34,8 @@ CONFIG = AdaptiveConfig(
 
 @functools.cache
 def _pool() -> tuple[list[PoolItem], FloatArray, FloatArray, NDArray[np.int64]]:
-    """480 items in four disciplines (192/144/96/48) x two types = 8 strata, with their
-    true 2PL parameters (a, b) and each item's discipline index."""
-    rng = np.random.default_rng(7)
-    a = rng.uniform(0.6, 2.0, POOL)
-    b = rng.normal(0.0, 1.2, POOL)
-    discipline = np.repeat(np.arange(len(DISCIPLINES)), DISCIPLINE_SIZES)
-    items = [
-        PoolItem(
-            (DISCIPLINES[d], "mc" if j % 3 else "open"),
-            DISCIPLINES[d],
-            float(a[j]),
-            float(b[j]),
-        )
-        for j, d in enumerate(discipline.tolist())
-    ]
-    return items, a, b, discipline
+    """The synthetic pool of :mod:`tests.bank.adaptive.pools`, 8 strata."""
+    return two_pl_pool(7)
 
 
 def _play(state: AssistedState, scores: FloatArray, rng: np.random.Generator) -> None:

@@ -15,6 +15,7 @@ from scipy.stats import norm
 from bank.adaptive.assisted import AssistedState, PoolItem
 from bank.adaptive.policy import AdaptiveConfig, Decision, Policy, StopReason
 from bank.adaptive.stopping import Neighbour, beat_probability, rank_settled
+from tests.bank.adaptive.pools import POOL, two_pl_pool
 
 FloatArray = NDArray[np.float64]
 
@@ -105,28 +106,14 @@ def test_without_neighbours_or_estimate_the_rule_never_fires() -> None:
 
 # ---------------------------------------------- the confidence over all the checks
 
-POOL = 480
-DISCIPLINES = ("alg", "bio", "chem", "law")
 THETA = 0.4
 
 
 @functools.cache
 def _pool() -> tuple[list[PoolItem], FloatArray]:
-    """480 items in 4 disciplines (192/144/96/48) x 2 types = 8 strata, with 2PL
-    parameters; the model's probability of passing each item (the 2PL holds)."""
-    rng = np.random.default_rng(2024)
-    a = rng.uniform(0.6, 2.0, POOL)
-    b = rng.normal(0.0, 1.2, POOL)
-    discipline = np.repeat(np.arange(4), [192, 144, 96, 48])
-    items = [
-        PoolItem(
-            (DISCIPLINES[d], "mc" if j % 3 else "open"),
-            DISCIPLINES[d],
-            float(a[j]),
-            float(b[j]),
-        )
-        for j, d in enumerate(discipline.tolist())
-    ]
+    """The synthetic pool of :mod:`tests.bank.adaptive.pools`; the model's probability
+    of passing each item (the 2PL holds)."""
+    items, a, b, _ = two_pl_pool(2024)
     return items, np.asarray(expit(a * (THETA - b)), dtype=np.float64)
 
 

@@ -152,6 +152,43 @@ def stratified_mean(pool: list[Any], scores: dict[int, int]) -> float:
     return 100 * sum(sizes[key] / total * sum(v) / len(v) for key, v in got.items())
 
 
+async def after_two_fixed_models(
+    db_url: str, world: World, llm: FakeLlm, adaptive: dict[str, Any]
+) -> Run:
+    """Two models of organisation B answer 100-item fixed sessions (one right outside d2,
+    one right in d0 only); then A's model, right outside d1, runs a 150-item adaptive
+    session with the ``adaptive`` options."""
+    assert world.a.model_id is not None and world.b.model_id is not None
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        vendor_b = await login(client, world.b.keys["vendor"])
+        second = await client.post(
+            "/v1/models", json={"name": "second", "api_snapshot": "v1"}, headers=vendor_b
+        )
+        assert second.status_code == 201, second.text
+        for model_id, correct in (
+            (world.b.model_id, lambda item: item.discipline != "d2"),
+            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "d0"),
+        ):
+            await run_session(
+                client,
+                keys=world.b.keys,
+                model_id=model_id,
+                n_items=100,
+                correct=correct,
+                db_url=db_url,
+                mode="fixed",
+            )
+        return await run_session(
+            client,
+            keys=world.a.keys,
+            model_id=world.a.model_id,
+            n_items=150,
+            correct=lambda item: item.discipline != "d1",
+            db_url=db_url,
+            adaptive=adaptive,
+        )
+
+
 async def test_adaptive_session_stops_when_precise_and_returns_the_rest_of_its_pool(
     big_world: tuple[str, World], llm: FakeLlm
 ) -> None:
@@ -234,35 +271,9 @@ async def test_neyman_irt_learns_item_parameters_from_other_models_only(
     """Two models of organisation B answer fixed sessions first; organisation A's adaptive
     session then fits its pool's parameters on their verdicts and runs with them."""
     db_url, world = big_world
-    assert world.a.model_id is not None and world.b.model_id is not None
-    async with running_api(settings_for(db_url, llm)) as (_, client):
-        vendor_b = await login(client, world.b.keys["vendor"])
-        second = await client.post(
-            "/v1/models", json={"name": "second", "api_snapshot": "v1"}, headers=vendor_b
-        )
-        assert second.status_code == 201, second.text
-        for model_id, correct in (
-            (world.b.model_id, lambda item: item.discipline != "d2"),
-            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "d0"),
-        ):
-            await run_session(
-                client,
-                keys=world.b.keys,
-                model_id=model_id,
-                n_items=100,
-                correct=correct,
-                db_url=db_url,
-                mode="fixed",
-            )
-        run = await run_session(
-            client,
-            keys=world.a.keys,
-            model_id=world.a.model_id,
-            n_items=150,
-            correct=lambda item: item.discipline != "d1",
-            db_url=db_url,
-            adaptive={"policy": "neyman-irt", "bound": "normal", "target_halfwidth": 15},
-        )
+    run = await after_two_fixed_models(
+        db_url, world, llm, {"policy": "neyman-irt", "bound": "normal", "target_halfwidth": 15}
+    )
     db = await stored(db_url, run.id)
     assert db["run"].history_models == 2
     parameters = db["run"].item_parameters
@@ -352,35 +363,9 @@ async def test_model_assisted_session_draws_from_every_discipline_and_stores_its
     fits its pool's parameters on their verdicts, covers every stratum, stores how each
     item was drawn, and reports the estimate those draws give."""
     db_url, world = big_world
-    assert world.a.model_id is not None and world.b.model_id is not None
-    async with running_api(settings_for(db_url, llm)) as (_, client):
-        vendor_b = await login(client, world.b.keys["vendor"])
-        second = await client.post(
-            "/v1/models", json={"name": "second", "api_snapshot": "v1"}, headers=vendor_b
-        )
-        assert second.status_code == 201, second.text
-        for model_id, correct in (
-            (world.b.model_id, lambda item: item.discipline != "d2"),
-            (uuid.UUID(second.json()["id"]), lambda item: item.discipline == "d0"),
-        ):
-            await run_session(
-                client,
-                keys=world.b.keys,
-                model_id=model_id,
-                n_items=100,
-                correct=correct,
-                db_url=db_url,
-                mode="fixed",
-            )
-        run = await run_session(
-            client,
-            keys=world.a.keys,
-            model_id=world.a.model_id,
-            n_items=150,
-            correct=lambda item: item.discipline != "d1",
-            db_url=db_url,
-            adaptive={"policy": "model-assisted", "target_halfwidth": 15},
-        )
+    run = await after_two_fixed_models(
+        db_url, world, llm, {"policy": "model-assisted", "target_halfwidth": 15}
+    )
     db = await stored(db_url, run.id)
     assert db["run"].policy == "model-assisted" and db["run"].bound == "normal"
     assert db["run"].history_models == 2 and db["run"].item_parameters
