@@ -183,9 +183,11 @@ class AssistedState:
         self.draw_of[draw.item] = len(self.draws)
         self.draws.append(draw)
 
-    def record(self, item: int, score: float) -> None:
+    def record(self, item: int, score: float, *, refresh: bool = True) -> None:
         """Record the score of drawn ``item`` and re-estimate the ability, without
-        evaluating the stopping rule."""
+        evaluating the stopping rule. A caller restoring a session records every stored
+        score with ``refresh=False`` and calls :meth:`refresh_ability` once: the draws
+        already made do not need the abilities in between."""
         index = self.draw_of[item]
         draw = self.draws[index]
         if draw.record.score is not None:
@@ -193,7 +195,8 @@ class AssistedState:
         self.draws[index] = Draw(draw.item, draw.stratum, draw.record.scored(score))
         self.n_scored += 1
         self.score_total += score
-        self._refresh_ability()
+        if refresh:
+            self.refresh_ability()
 
     def scored(
         self, item: int, score: float, *, neighbours: Sequence[Neighbour] = ()
@@ -265,7 +268,8 @@ class AssistedState:
         out[known] = expit(a[known] * (self.theta - b[known]))
         return out
 
-    def _refresh_ability(self) -> None:
+    def refresh_ability(self) -> None:
+        """The MAP ability from every score so far of items with parameters."""
         scored = [
             (self.items[d.item], d.record.score)
             for d in self.draws

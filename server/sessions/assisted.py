@@ -77,7 +77,8 @@ def restore(
         state.add_draw(Draw(position, items[position].stratum, record))
     for position in sorted(scores):
         if position < n_delivered:
-            state.record(position, scores[position])
+            state.record(position, scores[position], refresh=False)
+    state.refresh_ability()
     return state
 
 
