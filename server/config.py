@@ -331,7 +331,7 @@ class Settings(BaseSettings):
     depends on the number of items only (6.4 points at 1,000 items with the default
     schedule), ``normal`` follows the variance (asymptotic; replay coverage in
     docs/benchmarks.md)."""
-    adaptive_target_halfwidth: float = Field(7.5, gt=0, le=50)
+    adaptive_target_halfwidth: float = Field(7.25, gt=0, le=50)
     """Default half-width (score points, 0-100) at which an adaptive session stops."""
     adaptive_delta: float = Field(0.05, gt=0, lt=1)
     """Default error probability of the stopping rule's interval, over all its checks."""

@@ -15,7 +15,7 @@ class AdaptiveDefaults:
 
     policy: AdaptivePolicy = AdaptivePolicy.MODEL_ASSISTED
     bound: AdaptiveBound = AdaptiveBound.NORMAL
-    target_halfwidth: float = 7.5
+    target_halfwidth: float = 7.25
     """Score points (0-100)."""
     delta: float = 0.05
     check_every: int = 10

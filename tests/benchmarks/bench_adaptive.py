@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument(
         "--assisted-targets",
         type=points,
-        default=[5.0, 6.0, 7.0, 7.5, 8.0, 10.0],
+        default=[5.0, 6.0, 7.0, 7.25, 7.5, 8.0, 10.0],
         help="points, for model-assisted",
     )
     parser.add_argument("--parts", type=parts, default=list(PARTS), help=",".join(PARTS))

@@ -186,7 +186,7 @@ def test_json_report(runs: dict[str, Run]) -> None:
     assert config["runs"] == RUNS
     assert config["bound"] == "hoeffding-serfling"
     assert config["delta"] == 0.05
-    assert config["target_halfwidth"] == AdaptiveDefaults().target_halfwidth == 7.5
+    assert config["target_halfwidth"] == AdaptiveDefaults().target_halfwidth == 7.25
     assert config["strata"] == ["discipline", "type"]
     assert config["n_strata"] == len(DISCIPLINES) * 2
     assert config["n_disciplines"] == len(DISCIPLINES)
@@ -237,7 +237,7 @@ def test_table_output(runs: dict[str, Run], folder: Path) -> None:
     lines = run.stdout.splitlines()
     for name in ALL:
         assert any(line.startswith(f"│ {name} ") for line in lines), name
-    assert "bound normal, delta 0.05, target half-width 7.5 points" in run.stdout
+    assert "bound normal, delta 0.05, target half-width 7.25 points" in run.stdout
     assert f"budget {BUDGET}, runs {RUNS}" in run.stdout
     assert f"{len(ACCURACY)} models x {N_ITEMS} items" in run.stdout
     for header in ("items mean", "MAE", "Spearman", "Kendall", "coverage"):

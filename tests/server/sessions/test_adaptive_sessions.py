@@ -315,7 +315,7 @@ async def test_adaptive_options_are_validated(big_world: tuple[str, World], llm:
         assert (defaults["policy"], defaults["bound"], defaults["target_halfwidth"]) == (
             "model-assisted",
             "normal",
-            7.5,
+            7.25,
         )
         assert defaults["history_models"] == 0 and defaults["estimate"] is None
 
