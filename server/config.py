@@ -86,6 +86,7 @@ LeaderboardField = Literal[
     "absolute",
     "relative",
     "sessions",
+    "adaptive_sessions",
     "disciplines",
     "latency",
     "cost",

@@ -595,6 +595,8 @@ class LeaderboardRow(_Body):
     sessions: int | None = None
     """Sessions the score counts: fixed ones by their items, adaptive ones by their
     estimates."""
+    adaptive_sessions: int | None = None
+    """How many of ``sessions`` are adaptive (counted by their estimates)."""
     disciplines: dict[str, DisciplineScore] | None = None
     latency: Latency | None = None
     cost: Cost | None = None

@@ -90,6 +90,7 @@ def row_fields(row: LeaderboardRow, data: LeaderboardData) -> dict[str, Any]:
         "absolute": _summary(row.absolute),
         "relative": _summary(row.relative),
         "sessions": len(row.absolute.session_values),
+        "adaptive_sessions": row.estimated_sessions,
         "disciplines": {
             d: {
                 "score": _num(s.score),
@@ -427,6 +428,8 @@ class RowOut(_Out):
     sessions: int | None = None
     """Sessions the score counts: fixed ones by their items, adaptive ones by their
     estimates."""
+    adaptive_sessions: int | None = None
+    """How many of ``sessions`` are adaptive (counted by their estimates)."""
     disciplines: dict[str, DisciplineScoreOut] | None = None
     latency: LatencyOut | None = None
     cost: CostOut | None = None

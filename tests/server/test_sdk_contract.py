@@ -230,6 +230,7 @@ FULL_ROW: dict[str, Any] = {
     "absolute": SCORE,
     "relative": None,
     "sessions": 2,
+    "adaptive_sessions": 1,
     "disciplines": {"math": {"score": 6.1, "standard_error": 0.4, "items": 12}},
     "latency": {"median_s": 1.2, "p95_s": 3.4},
     "cost": {

@@ -112,7 +112,7 @@ async def test_adaptive_sessions_count_by_their_estimates_beside_fixed_ones(
     assert abs(raw - by_hand) > 0.5, "the check needs a raw item mean unlike the estimate"
     assert abs(s_fixed - by_hand) > 10, "the two sessions must differ for the mean to show"
     a = rows[str(world.a.model_id)]
-    assert a["sessions"] == 2
+    assert a["sessions"] == 2 and a["adaptive_sessions"] == 1
     assert a["absolute"]["session_values"] == pytest.approx([s_fixed, by_hand], abs=1e-4)
     assert a["absolute"]["mean"] == pytest.approx((s_fixed + by_hand) / 2, abs=1e-4)
     assert a["absolute"]["mean"] != pytest.approx((s_fixed + raw) / 2, abs=0.2)
@@ -121,7 +121,8 @@ async def test_adaptive_sessions_count_by_their_estimates_beside_fixed_ones(
     # model B: an adaptive session only, ranked and grouped by its estimate
     b = rows[str(world.b.model_id)]
     estimate = estimates[only.id]
-    assert b["sessions"] == 1 and b["position"] in (1, 2) and b["group"] >= 1
+    assert b["sessions"] == b["adaptive_sessions"] == 1
+    assert b["position"] in (1, 2) and b["group"] >= 1
     assert b["absolute"]["mean"] == pytest.approx(estimate.score, abs=1e-4)
     assert b["absolute"]["session_values"] == pytest.approx([estimate.score], abs=1e-4)
     assert b["absolute"]["ci_low"] < estimate.score < b["absolute"]["ci_high"]
