@@ -21,6 +21,7 @@ from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveDraw, AdaptiveRun, EvalSession
 from tests.support.api import World, login, running_api, seed_world
+from tests.support.console import console_login
 from tests.support.fake_llm import FakeLlm
 from tests.support.scored import add_model, scored_session
 from tests.support.sessions import (
@@ -366,6 +367,9 @@ async def test_model_assisted_session_draws_from_every_discipline_and_stores_its
     run = await after_two_fixed_models(
         db_url, world, llm, {"policy": "model-assisted", "target_halfwidth": 15}
     )
+    async with running_api(settings_for(db_url, llm)) as (_, client):
+        assert (await console_login(client, world.a.keys["admin"])).status_code == 303
+        page = (await client.get(f"/console/sessions/{run.id}")).text
     db = await stored(db_url, run.id)
     assert db["run"].policy == "model-assisted" and db["run"].bound == "normal"
     assert db["run"].history_models == 2 and db["run"].item_parameters
@@ -383,6 +387,19 @@ async def test_model_assisted_session_draws_from_every_discipline_and_stores_its
     truth = 100 * sum(row.discipline != "d1" for row in db["pool"]) / len(db["pool"])
     assert abs(estimate - truth) <= run.final["adaptive"]["halfwidth"]
     assert db["exposures"] == n, "the undelivered rest of the pool went back"
+    # per-discipline estimates: every discipline's items are all right or all wrong
+    disciplines = run.final["adaptive"]["disciplines"]
+    assert set(disciplines) == {"d0", "d1", "d2"}
+    for name, figures in disciplines.items():
+        right = 0.0 if name == "d1" else 100.0
+        assert abs(figures["estimate"] - right) <= max(figures["halfwidth"], 1e-9) * 2
+        assert figures["n_items"] == sum(d["discipline"] == name for d in run.delivered)
+        # the console's session page lists the same figures
+        cells = (
+            f'<td class="text">{name}</td><td class="num">{figures["estimate"]:,.1f}</td>'
+            f'<td class="num">{figures["halfwidth"]:,.1f}</td>'
+        )
+        assert cells in page
 
 
 async def test_model_assisted_session_stops_once_its_place_on_the_board_is_settled(
