@@ -44,6 +44,7 @@ from bank.adaptive.allocation import bounded_sd, marginal_gain, shrunk_sd
 from bank.adaptive.bounds import Bound, CheckSchedule, halfwidth
 from bank.adaptive.estimator import StratifiedEstimate, StratumTally, stratified_estimate
 from bank.adaptive.irt import ItemParameters, estimate_ability
+from bank.adaptive.selection import DEFAULT_FLOOR
 
 
 class Policy(StrEnum):
@@ -81,7 +82,7 @@ class AdaptiveConfig:
     sd_floor: float = 0.1
     bands: int = 5
     """Difficulty bands per stratum for ``neyman-irt``."""
-    selection_floor: float = 0.05
+    selection_floor: float = DEFAULT_FLOOR
     """``model-assisted``: added to every item's selection size (the exposure control of
     :func:`bank.adaptive.selection.selection_probabilities`)."""
 
