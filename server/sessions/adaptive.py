@@ -4,15 +4,16 @@ driving delivery.
 When the session opens, its pool is drawn exactly as for a fixed session of ``budget``
 items (same sampler, same exposure reservations), and the 2PL parameters of the pool's
 items are fitted on *other* models' past verdicts (``neyman-irt``, ``model-assisted``).
-Before each new delivery, :func:`advance` rebuilds the policy's state from the database (the delivered
-positions are the allocation, the verdicts so far are the scores: objective items are
-scored at once, judged ones when the judge answers), evaluates the stopping rule if a
-new check point of the schedule has been passed (each check point once, so the union
-bound over checks holds), and moves the item the policy asks for to the next position,
-so delivery stays strictly in order. When the rule fires, :func:`stop_early` shrinks the
-session to what was delivered and returns the rest of the pool to the organisation; the
-state machine and exposure rules are those of fixed sessions. ``model-assisted`` picks the
-item itself and stores how it was drawn (:mod:`server.sessions.assisted`).
+Before each new delivery, :func:`advance` rebuilds the policy's state from the database
+(the delivered positions are the allocation, the verdicts so far are the scores:
+objective items are scored at once, judged ones when the judge answers), evaluates the
+stopping rule if a new check point of the schedule has been passed (each check point
+once, so the union bound over checks holds), and moves the item the policy asks for to
+the next position, so delivery stays strictly in order. When the rule fires,
+:func:`stop_early` shrinks the session to what was delivered and returns the rest of the
+pool to the organisation; the state machine and exposure rules are those of fixed
+sessions. ``model-assisted`` picks the item itself and stores how it was drawn
+(:mod:`server.sessions.assisted`).
 """
 
 from __future__ import annotations
