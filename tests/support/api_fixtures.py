@@ -19,6 +19,13 @@ async def world_db(fresh_db_url: str) -> tuple[str, World]:
 
 
 @pytest.fixture
+async def big_world(fresh_db_url: str) -> tuple[str, World]:
+    """3 disciplines x 2 types x 2 sub-disciplines x 20 families, augmented: room for
+    adaptive sessions of 150 items beside fixed ones."""
+    return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
+
+
+@pytest.fixture
 async def api(
     world_db: tuple[str, World], backend: str, request: pytest.FixtureRequest
 ) -> AsyncIterator[tuple[httpx.AsyncClient, World, FastAPI]]:

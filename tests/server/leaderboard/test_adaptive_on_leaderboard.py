@@ -25,15 +25,9 @@ from tests.server.sessions.test_adaptive_sessions import (
     stored,
     stratified_mean,
 )
-from tests.support.api import World, login, running_api, seed_world
+from tests.support.api import World, login, running_api
 from tests.support.fake_llm import FakeLlm
 from tests.support.sessions import verdicts
-
-
-@pytest.fixture
-async def big_world(fresh_db_url: str) -> tuple[str, World]:
-    """3 disciplines x 2 types x 2 sub-disciplines x 20 families, augmented."""
-    return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
 
 
 async def estimates_of(

@@ -20,7 +20,7 @@ from bank.models import Exposure, Item, SampleItem
 from server.database import create_engine, unit_of_work
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveDraw, AdaptiveRun, EvalSession
-from tests.support.api import World, login, running_api, seed_world
+from tests.support.api import World, login, running_api
 from tests.support.console import console_login
 from tests.support.fake_llm import FakeLlm
 from tests.support.scored import add_model, scored_session
@@ -32,12 +32,6 @@ from tests.support.sessions import (
     wait_until,
     wait_until_scored,
 )
-
-
-@pytest.fixture
-async def big_world(fresh_db_url: str) -> tuple[str, World]:
-    """3 disciplines x 2 types x 2 sub-disciplines x 20 families, augmented."""
-    return fresh_db_url, await seed_world(fresh_db_url, per_cell=20)
 
 
 def settings_for(db_url: str, llm: FakeLlm) -> Any:
