@@ -23,6 +23,7 @@ from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from judge.panel import PanelRule
 from server.auth.tokens import KeyConfigurationError, check_secret
+from server.observability.log_format import LogFormat, LogLevel
 from server.review.models import HUMAN_PREFIX
 
 ENV_PREFIX = "PROCTOR_"
@@ -231,6 +232,28 @@ class Settings(BaseSettings):
     health_population: str = "all"
     """The model population of scheduled health snapshots (``all``, ``top:10``,
     ``family:NAME``, ``models:A,B``, ``before:YYYY-MM-DD``, ``after:YYYY-MM-DD``)."""
+
+    # --- operations (see docs/operations.md) ---
+    metrics_token: SecretStr | None = None
+    """Bearer token a Prometheus scrape must present at ``GET /metrics``. Unset: ``/metrics``
+    answers 404 (the metrics are never public)."""
+    log_format: LogFormat = LogFormat.AUTO
+    """``auto``: human-readable on a terminal, one JSON object per line otherwise; ``json``;
+    ``console``."""
+    log_level: LogLevel = LogLevel.INFO
+    """The lowest level of the log lines written."""
+    shutdown_grace_s: float = Field(30.0, gt=0, le=3600)
+    """On SIGTERM, seconds an API process waits for its in-flight requests, and a judge
+    worker for its claimed scoring jobs, before it exits."""
+
+    # --- encryption of the bank at rest (see docs/operations.md) ---
+    bank_key_file: Path | None = None
+    """File holding the keys that encrypt reference answers and explanations in the
+    database. Unset: ``PROCTOR_BANK_KEYS``, else (embedded default) ``<data_dir>/bank-keys``,
+    generated with mode 0600 on first use."""
+    bank_keys: SecretStr | None = None
+    """The bank's keys given in the environment instead of a file (same format as the
+    file)."""
 
     # --- audit log ---
     audit_spool_dir: Path | None = None

@@ -1,0 +1,1 @@
+"""Operating Proctor: Prometheus metrics, structured logs, health probes, graceful shutdown."""
