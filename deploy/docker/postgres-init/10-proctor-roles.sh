@@ -3,7 +3,7 @@
 # roles") and the database, owned by proctor_owner. Neither role is a superuser, and
 # proctor_app is not a member of proctor_owner.
 set -eu
-psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres \
+psql -v ON_ERROR_STOP=1 --username "${POSTGRES_USER:-postgres}" --dbname postgres \
     -v owner_password="$PROCTOR_OWNER_DB_PASSWORD" \
     -v app_password="$PROCTOR_APP_DB_PASSWORD" <<'SQL'
 CREATE ROLE proctor_owner LOGIN PASSWORD :'owner_password';
