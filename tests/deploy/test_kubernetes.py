@@ -186,3 +186,8 @@ def test_worker_metrics_are_reachable_from_monitoring_only() -> None:
     worker_pod = _named(_base_resources(), "Deployment", "proctor-worker")
     (container,) = worker_pod["spec"]["template"]["spec"]["containers"]
     assert container["args"][-2:] == ["--metrics-port", "9100"]
+
+
+def test_the_autoscaler_alone_sets_the_api_replicas() -> None:
+    api = _named(_base_resources(), "Deployment", "proctor-api")
+    assert "replicas" not in api["spec"]
