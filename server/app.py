@@ -38,6 +38,10 @@ from server.health.endpoints import router as health_router
 from server.health.job import health_forever
 from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
+from server.observability import metrics
+from server.observability.endpoints import router as operations_router
+from server.observability.logs import configure_logging
+from server.observability.middleware import ObservedFastAPI
 from server.registry.endpoints import router as registry_router
 from server.review.endpoints import router as review_router
 from server.scoring.assignment import assign_judges
@@ -123,10 +127,12 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for ``settings`` (default: from the environment)."""
     settings = settings or get_settings()
+    configure_logging(settings.log_format, settings.log_level)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = build_runtime(settings)
+        metrics.instrument_pool(runtime.engine)
         try:
             await check_durability(runtime.engine)
             await warn_if_privileged(runtime.engine)  # owner or superuser: say so
@@ -142,8 +148,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     await sweeper
         finally:
             await runtime.close()
+            metrics.process_exiting()
 
-    app = FastAPI(
+    app = ObservedFastAPI(
         title="Proctor",
         summary="Live, dynamic evaluation of large language models.",
         version="0.1.0",
@@ -151,6 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_problem_handlers(app)
     for router in (
+        operations_router,
         auth_router,
         registry_router,
         sessions_router,

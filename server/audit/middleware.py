@@ -24,6 +24,7 @@ from bank.database import utcnow
 from server.api.problems import is_unavailable
 from server.api.runtime import Runtime
 from server.audit.refusals import is_foldable
+from server.observability.paths import QUIET_PATHS
 
 log = logging.getLogger(__name__)
 MAX_ROUTE = 200
@@ -38,7 +39,7 @@ class AuditMiddleware:
         self._flush_task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in QUIET_PATHS:  # probes, scrapes
             await self.app(scope, receive, send)
             return
         audited = False

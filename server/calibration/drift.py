@@ -53,6 +53,7 @@ DRIFTING = Gauge(
     "proctor_judge_drifting",
     "1 while the drift check finds the judge scoring worse than its calibration, else 0.",
     ["judge"],
+    multiprocess_mode="livemostrecent",  # the latest check of any live process
 )
 
 

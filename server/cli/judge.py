@@ -7,16 +7,16 @@ labels, agreement per model, cross-rater ranking correlation and a family-bias t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
-import logging
+import signal
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from prometheus_client import start_http_server
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -31,9 +31,11 @@ from server.cli.groups import example, group, group_registrar
 from server.cli.judge_calibration import calibrate_command, calibration_set_app, gate_command
 from server.cli.options import JsonFlag, JudgeName
 from server.cli.output import fail, stderr, stdout
-from server.cli.unit_of_work import run_in_unit_of_work
+from server.cli.unit_of_work import require_bank_keyring, run_in_unit_of_work
 from server.config import Settings, get_settings
 from server.database import create_engine, unit_of_work, upgrade
+from server.observability.logs import configure_logging
+from server.observability.metrics import scrape_registry
 from server.scoring import service
 from server.scoring.assignment import JudgeAssignment, assign_judges
 from server.scoring.models import JudgeCalibration
@@ -159,18 +161,39 @@ async def _drain_with_progress(
 
 
 @app.command("worker")
-def worker_command() -> None:
-    """Run a scoring worker until interrupted.
+def worker_command(
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port", min=1, max=65535, help="Serve Prometheus metrics on this port."
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", help="Address the metrics port listens on.")
+    ] = "0.0.0.0",
+) -> None:
+    """Run a scoring worker until SIGTERM or Ctrl-C.
 
-    It takes its work from PostgreSQL and is woken by Redis."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    It takes its work from PostgreSQL and is woken by Redis. On SIGTERM it claims no more
+    jobs, finishes those in hand within PROCTOR_SHUTDOWN_GRACE_S seconds (then gives the
+    rest back to the queue) and exits 0. Metrics (--metrics-port) are served without a
+    token: keep that port off public networks."""
     settings = get_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    require_bank_keyring(settings)  # refused now, not at the first answer to score
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_worker_process(settings))
+    if metrics_port is not None:
+        start_http_server(metrics_port, addr=metrics_host, registry=scrape_registry())
+    asyncio.run(_work_until_signalled(settings))
+
+
+async def _work_until_signalled(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await run_worker_process(settings, stop)
 
 
 @app.command("agreement")

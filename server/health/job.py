@@ -14,6 +14,7 @@ from bank.health.flags import parse_thresholds
 from bank.health.report import HealthOptions
 from server.config import Settings
 from server.health.service import RefreshOutcome, refresh_health
+from server.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,18 @@ async def health_forever(engine: AsyncEngine, settings: Settings) -> None:
     while True:
         await asyncio.sleep(settings.health_interval_s)
         try:
-            await refresh_once(engine, settings)
+            outcome = await refresh_once(engine, settings)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("bank health job failed")
+            outcome = None
+        metrics.health_run(run_outcome(outcome))
+
+
+def run_outcome(outcome: RefreshOutcome | None) -> str:
+    """How a run is counted: ``failed`` (no outcome), ``ok`` (a new snapshot) or
+    ``skipped`` (too few new verdicts for one)."""
+    if outcome is None:
+        return "failed"
+    return "ok" if outcome.snapshot_id is not None else "skipped"

@@ -19,6 +19,7 @@ from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from server.calibration.gate import eligible_judges
 from server.config import JudgeEndpoint, Settings
 from server.database import session_factory
+from server.observability.judge_metrics import ClientMeter, metered_transport
 from server.scoring.models import Verdict
 
 NO_JUDGE = "none"
@@ -74,7 +75,7 @@ class VerdictCache:
 
 
 def chat_client(endpoint: JudgeEndpoint, settings: Settings) -> ChatClient:
-    """The chat client of one configured judge."""
+    """The chat client of one configured judge (its 429s counted in the judge's metrics)."""
     return ChatClient(
         ChatEndpoint(
             base_url=endpoint.base_url,
@@ -85,6 +86,7 @@ def chat_client(endpoint: JudgeEndpoint, settings: Settings) -> ChatClient:
         retry=RetryPolicy(max_wait_s=settings.judge_max_wait_s),
         concurrency=settings.judge_concurrency,
         pricing=Pricing(endpoint.input_per_mtok, endpoint.output_per_mtok),
+        transport=metered_transport(endpoint.name, endpoint.base_url, settings.judge_concurrency),
     )
 
 
@@ -96,6 +98,7 @@ class JudgePanel:
         self._cache = VerdictCache(session_factory(engine))
         self._endpoints = {judge.name: judge for judge in settings.judges}
         self._judges: dict[str, LlmJudge] = {}
+        self._meters: dict[str, ClientMeter] = {}
 
     def get(self, name: str) -> LlmJudge | None:
         """The judge called ``name``; None for ``NO_JUDGE`` or a judge no longer configured."""
@@ -104,12 +107,18 @@ class JudgePanel:
         if name not in self._judges:
             client = chat_client(self._endpoints[name], self.settings)
             self._judges[name] = LlmJudge(name=name, client=client, cache=self._cache)
+            self._meters[name] = ClientMeter(name, client)
         return self._judges[name]
+
+    def meter(self, name: str) -> ClientMeter:
+        """The meter of judge ``name`` (after ``get`` returned it)."""
+        return self._meters[name]
 
     async def aclose(self) -> None:
         for judge in self._judges.values():
             await judge.client.aclose()
         self._judges.clear()
+        self._meters.clear()
 
 
 async def default_judge(db: AsyncSession, settings: Settings) -> str:

@@ -65,8 +65,12 @@ async def _supervise_arq(redis_url: str, wake: asyncio.Event) -> None:
         await asyncio.sleep(ARQ_RESTART_S)
 
 
-async def run_worker_process(settings: Settings) -> None:
-    """Score until cancelled (see the module docstring)."""
+async def run_worker_process(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Score until cancelled or ``stop`` is set (see the module docstring).
+
+    On ``stop`` no job is claimed any more; the jobs being scored get
+    ``shutdown_grace_s`` seconds to finish, then those still unfinished are cut short and
+    given back to the queue, as are the claimed jobs not started yet."""
     # No pre-ping: it costs a round trip per checkout, and a dead connection only fails
     # one job, which its lease brings back.
     engine = create_engine(
@@ -83,10 +87,35 @@ async def run_worker_process(settings: Settings) -> None:
         tasks.append(asyncio.create_task(_supervise_arq(settings.redis_url, wake), name="arq"))
     log.info("scoring worker %s started", worker.owner)
     try:
-        await asyncio.gather(*tasks)
+        if stop is None:
+            await asyncio.gather(*tasks)
+        else:
+            await _until_stopped(stop, worker, tasks[0], settings.shutdown_grace_s)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await worker.release_held()
+        except Exception:  # their leases run out instead
+            log.exception("could not give the unfinished scoring jobs back")
         await worker.aclose()
         await engine.dispose()
+
+
+async def _until_stopped(
+    stop: asyncio.Event, worker: ScoringWorker, scoring: asyncio.Task[None], grace_s: float
+) -> None:
+    """Wait for ``stop``, then for the scoring loop to finish its jobs in hand (at most
+    ``grace_s`` seconds: then it is cancelled)."""
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({stopped, scoring}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if scoring.done():  # the loop itself failed
+        await scoring
+        return
+    log.info("stopping: finishing the scoring jobs in hand (at most %.0f s)", grace_s)
+    worker.stop()
+    done, _ = await asyncio.wait({scoring}, timeout=grace_s)
+    if not done:
+        log.warning("shutdown grace of %.0f s over: giving unfinished jobs back", grace_s)

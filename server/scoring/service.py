@@ -228,6 +228,22 @@ async def defer(
     )
 
 
+async def release(db: AsyncSession, *, jobs: list[ClaimedJob], owner: str) -> None:
+    """Give claimed jobs back to the queue, claimable at once, their claim not counted as
+    an attempt (only those ``owner`` still holds)."""
+    await db.execute(
+        update(ScoringJob)
+        .where(ScoringJob.id.in_([job.id for job in jobs]), ScoringJob.lease_owner == owner)
+        .values(
+            state="queued",
+            lease_owner=None,
+            lease_expires_at=None,
+            attempts=ScoringJob.attempts - 1,
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
 async def finish_sessions(
     db: AsyncSession,
     *,

@@ -33,6 +33,8 @@ from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from server.config import Settings
 from server.database import session_factory
+from server.observability import metrics
+from server.observability.judge_metrics import judge_call
 from server.review.sampling import ReviewPolicy
 from server.scoring import service
 from server.scoring.judges import JudgePanel
@@ -99,6 +101,10 @@ class ScoringWorker:
         self._buffer: list[tuple[ClaimedJob, JobInput | None]] = []
         self._refill_lock = asyncio.Lock()
         self._exhausted = False
+        self._held: dict[int, ClaimedJob] = {}
+        """Jobs claimed and not yet given back, deferred or recorded."""
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
 
     async def drain(self) -> DrainStats:
         """Score until no job is claimable now (deferred jobs wait for a later drain)."""
@@ -106,6 +112,8 @@ class ScoringWorker:
         touched: set[uuid.UUID] = set()
         self._exhausted = False
         await asyncio.gather(*(self._consume(stats, touched) for _ in range(self.consumers)))
+        if self._stopping:  # claimed, never started: back to the queue for another worker
+            await self.release_held()
         async with self.sessions() as db, db.begin():
             stats.sessions_scored = await service.finish_sessions(
                 db,
@@ -116,8 +124,10 @@ class ScoringWorker:
         return stats
 
     async def run_forever(self, wake: asyncio.Event) -> None:
-        """Drain whenever ``wake`` is set, and every ``scoring_poll_s`` seconds anyway."""
-        while True:
+        """Drain whenever ``wake`` is set, and every ``scoring_poll_s`` seconds anyway,
+        until ``stop`` is called (then it returns once the jobs in hand are done)."""
+        self._wake = wake
+        while not self._stopping:
             try:
                 await self.drain()
             except Exception:
@@ -129,10 +139,33 @@ class ScoringWorker:
                     await wake.wait()
             wake.clear()
 
+    def stop(self) -> None:
+        """Claim no more jobs: the jobs being scored are finished, the claimed ones not
+        started yet are given back, and ``run_forever`` returns."""
+        self._stopping = True
+        self._buffer.clear()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def release_held(self) -> int:
+        """Give every job this worker still holds back to the queue (at shutdown; past the
+        grace period that includes jobs cut short); the number given back."""
+        held = list(self._held.values())
+        if not held:
+            return 0
+        async with self.sessions() as db, db.begin():
+            await service.release(db, jobs=held, owner=self.owner)
+        for job in held:
+            self._held.pop(job.id, None)
+        log.info("gave %d scoring jobs back to the queue", len(held))
+        return len(held)
+
     async def aclose(self) -> None:
         await self.panel.aclose()
 
     async def _next(self) -> tuple[ClaimedJob, JobInput | None] | None:
+        if self._stopping:
+            return None
         if not self._buffer and not self._exhausted:
             async with self._refill_lock:
                 if not self._buffer and not self._exhausted:
@@ -150,6 +183,9 @@ class ScoringWorker:
             )
             inputs = await service.load_inputs(db, [job.id for job in jobs]) if jobs else {}
         self._exhausted = not jobs
+        self._held.update((job.id, job) for job in jobs)
+        if self._stopping:  # stopped while claiming: give them back with the rest
+            return
         self._buffer.extend((job, inputs.get(job.id)) for job in jobs)
 
     async def _consume(self, stats: DrainStats, touched: set[uuid.UUID]) -> None:
@@ -162,9 +198,14 @@ class ScoringWorker:
                     await service.defer(
                         db, job=job, owner=self.owner, until=until, error=result.error
                     )
-                    stats.deferred += 1
-                    continue
-                inserted = await service.record_verdict(db, job=job, values=result)
+                else:
+                    inserted = await service.record_verdict(db, job=job, values=result)
+            self._held.pop(job.id, None)
+            if isinstance(result, _Deferral):
+                stats.deferred += 1
+                continue
+            if inserted:
+                metrics.VERDICTS.labels(method=result["method"]).inc()
             touched.add(job.session_id)
             stats.recorded += inserted
             stats.duplicates += not inserted
@@ -191,7 +232,8 @@ class ScoringWorker:
             question=data.question, answer=final, reference=data.reference, language=data.language
         )
         try:
-            outcome = await judge.grade(judge_input)
+            with judge_call(self.panel.meter(job.judge)):
+                outcome = await judge.grade(judge_input)
         except ChatDeferred as deferred:
             return _Deferral(deferred.wait_s, f"deferred by the judge's provider: {deferred}")
         except ChatError as error:

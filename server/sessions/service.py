@@ -41,6 +41,7 @@ from server.errors import (
     SessionInUse,
     TooManyRequests,
 )
+from server.observability import metrics
 from server.orgs.models import Organisation
 from server.orgs.service import get_visible
 from server.registry.service import get_model
@@ -370,6 +371,7 @@ async def next_item(
     if not await mark_delivered(db, org_id=record.org_id, family_id=family_id):
         raise Conflict(f"item at position {position} is not reserved for this session")
     await db.flush()
+    metrics.on_commit(db, metrics.ITEMS_DELIVERED.inc)
     return item
 
 
@@ -533,6 +535,7 @@ async def submit_answer(
         completion_tokens=completion_tokens,
     )
     db.add(accepted)
+    metrics.on_commit(db, metrics.ANSWERS.inc)
     record.n_completed = position + 1
     if record.n_completed == record.n_items:
         require_session_transition(record.state, SessionState.ANSWERED)
