@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.database import Base
+from bank.sealing import SealedText
 
 COPY_CHUNK = 50_000
 SQLITE_IN_CHUNK = 10_000
@@ -64,8 +65,31 @@ async def insert_tuples(
     assert driver is not None
     for start in range(0, len(records), COPY_CHUNK):
         await driver.copy_records_to_table(
-            table.name, records=records[start : start + COPY_CHUNK], columns=list(columns)
+            table.name,
+            records=_sealed(table, columns, records[start : start + COPY_CHUNK]),
+            columns=list(columns),
         )
+
+
+def _sealed(
+    table: Table, columns: Sequence[str], records: Sequence[tuple[Any, ...]]
+) -> Sequence[tuple[Any, ...]]:
+    """``records`` with their sealed columns' values sealed: ``COPY`` bypasses the column
+    types, so it would otherwise write reference answers in clear."""
+    seals = [
+        (index, kind)
+        for index, name in enumerate(columns)
+        if isinstance(kind := table.columns[name].type, SealedText)
+    ]
+    if not seals:
+        return records
+    sealed: list[tuple[Any, ...]] = []
+    for record in records:
+        values = list(record)
+        for index, kind in seals:
+            values[index] = kind.seal(values[index])
+        sealed.append(tuple(values))
+    return sealed
 
 
 def _record(

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, JSONType, utcnow
+from bank.sealing import SealedText
 
 
 class ItemStatus(StrEnum):
@@ -109,8 +110,9 @@ class Item(Base):
     qtype: Mapped[str] = mapped_column(String(40))
     question: Mapped[str] = mapped_column(Text)
     options: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
-    answer: Mapped[str] = mapped_column(Text)
-    explanation: Mapped[str | None] = mapped_column(Text, nullable=True)
+    answer: Mapped[str] = mapped_column(SealedText("items.answer"))
+    """Sealed at rest (``bank.sealing``), like ``explanation``: never searched in SQL."""
+    explanation: Mapped[str | None] = mapped_column(SealedText("items.explanation"), nullable=True)
     source: Mapped[str | None] = mapped_column(String(200), nullable=True)
     language: Mapped[str] = mapped_column(String(16), default="zh")
     status: Mapped[str] = mapped_column(String(16), default=ItemStatus.ACTIVE.value)

@@ -17,6 +17,7 @@ module under tests/support/ rather than fixtures here.
 """
 
 pytest_plugins = [
+    "tests.support.bank_keys",
     "tests.support.service_fixtures",
     "tests.support.database",
     "tests.support.api_fixtures",

@@ -15,6 +15,7 @@ from typing import Any
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from bank import sealing
 from server.audit.refusals import RefusalFolder
 from server.audit.writer import AuditWriter
 from server.auth.tokens import (
@@ -24,6 +25,7 @@ from server.auth.tokens import (
     TokenCodec,
     TokenPolicy,
 )
+from server.bank_keys import install_keyring
 from server.config import Settings
 from server.database import create_engine, session_factory
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
@@ -52,6 +54,8 @@ class Runtime:
     """The judges new answers are queued for (refreshed by the sweeper)."""
     waker: Waker = field(default_factory=NoWaker)
     """Wakes the scoring workers after answers (set up in the lifespan)."""
+    keyring_replaced: sealing.Installed | None = None
+    """The process's keyring before this runtime installed its own (put back on close)."""
 
     @property
     def default_judge(self) -> str:
@@ -66,6 +70,8 @@ class Runtime:
         if self.redis is not None:
             await self.redis.aclose()
         await self.engine.dispose()
+        if self.keyring_replaced is not None:
+            sealing.restore(self.keyring_replaced)
 
 
 def signing_keys(settings: Settings) -> SigningKeys:
@@ -99,7 +105,9 @@ def _embedded_secret(data_dir: Path) -> str:
 
 
 def build_runtime(settings: Settings) -> Runtime:
-    """Everything the API needs, from ``settings`` (no I/O beyond reading key files)."""
+    """Everything the API needs, from ``settings`` (no I/O beyond reading key files).
+    Installs the keyring sealing the bank (``server.bank_keys``) for the process, or
+    raises ``BankKeyError`` saying what is missing."""
     codec = TokenCodec(
         signing_keys(settings),
         TokenPolicy(
@@ -110,6 +118,7 @@ def build_runtime(settings: Settings) -> Runtime:
             leeway_s=settings.token_leeway_s,
         ),
     )
+    keyring_replaced = install_keyring(settings)
     url = settings.effective_database_url
     # No pre-ping (it costs a round trip per checkout): a connection found dead fails one
     # request with 503 and the pool is invalidated and refilled.
@@ -137,4 +146,5 @@ def build_runtime(settings: Settings) -> Runtime:
         audit=AuditWriter(audit_engine, settings.effective_audit_spool_dir),
         refusals=RefusalFolder(window_s=settings.audit_refusal_window_s),
         redis=redis,
+        keyring_replaced=keyring_replaced,
     )

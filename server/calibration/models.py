@@ -16,6 +16,7 @@ from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, utcnow
+from bank.sealing import SealedText
 
 
 class CalibrationSource(StrEnum):
@@ -61,8 +62,9 @@ class CalibrationAnswer(Base):
     )
     index: Mapped[int] = mapped_column(Integer, primary_key=True)
     question: Mapped[str] = mapped_column(Text)
-    reference: Mapped[str] = mapped_column(Text)
-    answer: Mapped[str] = mapped_column(Text)
+    reference: Mapped[str] = mapped_column(SealedText("calibration_answers.reference"))
+    """Sealed at rest like the bank's own (``bank.sealing``), and so is ``answer``."""
+    answer: Mapped[str] = mapped_column(SealedText("calibration_answers.answer"))
     language: Mapped[str] = mapped_column(String(16))
     human_score: Mapped[int] = mapped_column(Integer)
     """0-3; with several reviewers, their rounded mean."""

@@ -24,6 +24,7 @@ from bank.sampling.service import DEFAULT_N, draw_sample
 from bank.stats import bank_stats
 from bank.taxonomy import DisciplineMap, MapFileError
 from server.cli.bank_health import health_command
+from server.cli.bank_rotation import new_key_command, rotate_key_command
 from server.cli.groups import example, group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import stderr
@@ -42,6 +43,11 @@ app.command(
         "proctor bank health --responses responses.csv --items items.jsonl --json",
     ),
 )(health_command)
+app.command(
+    "rotate-key",
+    epilog=example("proctor bank rotate-key --check", "proctor bank rotate-key --batch 5000"),
+)(rotate_key_command)
+app.command("new-key", epilog=example("proctor bank new-key --id k2"))(new_key_command)
 SAMPLES = ("gaokao_bench", "mmlu_pro")
 
 

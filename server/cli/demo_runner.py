@@ -56,6 +56,7 @@ from fakellm.profiles import BUILTIN_PROFILES, ModelProfile
 from judge.numbers import format_number
 from server.app import create_app
 from server.auth.service import create_api_key
+from server.bank_keys import install_keyring
 from server.calibration.runner import CalibrationRun
 from server.cli.demo_calibration import SET_NAME, calibrate_demo_judge
 from server.cli.leaderboard import print_disciplines, print_leaderboard
@@ -151,6 +152,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     workdir.mkdir(parents=True, exist_ok=True)
     url = f"sqlite+aiosqlite:///{workdir / 'demo.db'}"
     try:
+        install_keyring(Settings(data_dir=workdir, database_url=url))  # the API's, later
         console.print(f"[bold]1/5[/bold] bank: importing {', '.join(SAMPLES)} into {workdir}")
         upgrade(url)
         disciplines, tenants, admin_key = asyncio.run(_seed(url, config))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import typer
 
+from bank.sealing import BankKeyError
+from server.bank_keys import install_for_command
 from server.cli import (
     admin,
     analyze,
@@ -52,6 +54,10 @@ def _refuse_invalid_settings() -> None:
     # Every command refuses settings the server would refuse (a weak secret, say), one
     # line per problem and exit status 2, before it does anything.
     try:
-        get_settings()
+        settings = get_settings()
     except InvalidSettings as error:
         fail(*error.lines, code=2)
+    try:
+        install_for_command(settings)  # the keys sealing the bank at rest (server.bank_keys)
+    except BankKeyError as error:
+        fail(str(error), code=2)

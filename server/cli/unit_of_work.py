@@ -8,8 +8,10 @@ from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.sealing import BankKeyError, current
+from server.bank_keys import install_keyring
 from server.cli.output import fail
-from server.config import get_settings
+from server.config import Settings, get_settings
 from server.database import create_engine, unit_of_work, upgrade
 from server.errors import ProctorError
 
@@ -25,6 +27,10 @@ def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """
     settings = get_settings()
     url = settings.effective_database_url
+    try:
+        current()  # the bank's keys, before any work (the root command installed them)
+    except BankKeyError as error:
+        fail(str(error))
     if settings.is_embedded:
         upgrade(url)
 
@@ -40,3 +46,13 @@ def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
         return asyncio.run(main())
     except ProctorError as error:
         fail(error.detail)
+
+
+def require_bank_keyring(settings: Settings) -> None:
+    """Load and install the keys sealing the bank now, or stop with ``error: ...`` (status
+    1): for commands that run for long (a judge worker) and must not fail at their first
+    item instead."""
+    try:
+        install_keyring(settings)
+    except BankKeyError as error:
+        fail(str(error))

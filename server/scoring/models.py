@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, JSONType, utcnow
+from bank.sealing import SealedText
 
 JOB_STATES = frozenset({"queued", "leased", "done"})
 """queued: waiting (maybe until ``not_before``); leased: a worker holds it until
@@ -91,9 +92,11 @@ class Verdict(Base):
     method: Mapped[str] = mapped_column(String(16))
     """``objective``, ``similarity`` or ``judge``: which stage of the cascade decided."""
     needs_review: Mapped[bool] = mapped_column(Boolean, default=False)
-    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
-    """The matcher's note, or the judge's stated reason."""
-    judge_reply: Mapped[str | None] = mapped_column(Text, nullable=True)
+    detail: Mapped[str | None] = mapped_column(SealedText("verdicts.detail"), nullable=True)
+    """The matcher's note, or the judge's stated reason (sealed: both quote the reference)."""
+    judge_reply: Mapped[str | None] = mapped_column(
+        SealedText("verdicts.judge_reply"), nullable=True
+    )
     input_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     calls: Mapped[int] = mapped_column(Integer, default=0)
     """Judge calls paid for this verdict (0 for the cascade's early stages and cache hits)."""

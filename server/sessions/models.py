@@ -12,10 +12,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, JSONType, utcnow
+from bank.sealing import SealedText
 
 
 class EvalSession(Base):
@@ -53,8 +54,10 @@ class Answer(Base):
     )
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
-    answer: Mapped[str] = mapped_column(Text)
-    reasoning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    answer: Mapped[str] = mapped_column(SealedText("answers.answer"))
+    """Sealed at rest (``bank.sealing``), like ``reasoning``: a correct answer is the
+    reference answer, and its verdict says so."""
+    reasoning: Mapped[str | None] = mapped_column(SealedText("answers.reasoning"), nullable=True)
     submitted_by: Mapped[str] = mapped_column(String(64))
     """The ``jti`` of the token that submitted it."""
     delivered_at: Mapped[datetime]

@@ -32,6 +32,7 @@ from server.auth.service import create_api_key
 from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
+from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.factories import make_bank, make_org
 from tests.support.ports import free_port
 
@@ -47,6 +48,7 @@ def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -
         "database_url": db_url,
         "redis_url": redis_url,
         "jwt_secret": JWT_SECRET,
+        "bank_keys": TEST_BANK_KEYS,
         "rate_limit_per_minute": 100_000,
         "rate_limit_org_per_minute": 1_000_000,
         "auth_failures_per_minute": 100_000,
@@ -222,6 +224,7 @@ def live_server(settings_env: dict[str, str], workdir: Path) -> Iterator[LiveSer
     """``proctor serve`` on a free port with ``PROCTOR_*`` variables ``settings_env``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env.update(settings_env)
+    env.setdefault("PROCTOR_BANK_KEYS", TEST_BANK_KEYS)
     server = LiveServer(env=env, port=free_port(), log=workdir / "serve.log")
     server.start()
     try:

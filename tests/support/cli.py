@@ -1,8 +1,9 @@
 """The ``proctor`` command as a user runs it: ``python -m server`` in a subprocess.
 
 The child gets this process's environment without its ``PROCTOR_*`` variables (so a
-developer's settings never leak into a test), plus the variables a test passes and
-``COLUMNS=200`` (so Rich does not wrap the tables the tests read).
+developer's settings never leak into a test), plus the variables a test passes,
+``COLUMNS=200`` (so Rich does not wrap the tables the tests read) and, unless the test
+gives it, ``PROCTOR_BANK_KEYS`` of the test-suite (``tests.support.bank_keys``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from tests.support.bank_keys import TEST_BANK_KEYS
 
 Run = subprocess.CompletedProcess[str]
 
@@ -28,6 +31,7 @@ def proctor(
     raises on a non-zero exit (the test reads ``returncode``, ``stdout`` and ``stderr``)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     full.update(env or {}, COLUMNS="200")
+    full.setdefault("PROCTOR_BANK_KEYS", TEST_BANK_KEYS)  # "" in env: none (the data dir's)
     return subprocess.run(
         [sys.executable, "-m", "server", *args],
         cwd=cwd,

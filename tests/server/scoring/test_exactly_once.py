@@ -24,6 +24,7 @@ from server.database import create_engine, unit_of_work
 from server.scoring.models import ScoringJob, Verdict
 from tests.support import services
 from tests.support.api import JWT_SECRET, World, running_api, test_settings
+from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.fake_llm import FakeLlm, running_fake_llm
 from tests.support.ports import free_port
 from tests.support.sessions import drive_session, table_counts, wait_until
@@ -39,6 +40,7 @@ def worker_env(db_url: str, redis_url: str, llm: FakeLlm, **extra: str) -> dict[
         PROCTOR_DATABASE_URL=db_url,
         PROCTOR_REDIS_URL=redis_url,
         PROCTOR_JWT_SECRET=JWT_SECRET,
+        PROCTOR_BANK_KEYS=TEST_BANK_KEYS,
         PROCTOR_JUDGES=json.dumps([{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}]),
         PROCTOR_JUDGE_CONCURRENCY="2",
         PROCTOR_SCORING_LEASE_S="3",
