@@ -46,8 +46,9 @@ SECRET_KEYS = frozenset(
 # Loggers that install handlers of their own; theirs are dropped so that each record is
 # written once, by the root handler.
 OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "arq")
-QUIETER = ("httpx", "httpcore")
-"""A line per outgoing HTTP request (each judge call) at INFO: only their warnings."""
+QUIETER = ("httpx", "httpcore", "aiosqlite", "asyncio")
+"""Only their warnings, at any level: httpx writes a line per judge call at INFO, and
+aiosqlite's debug lines hold every SQL statement with its parameters."""
 
 
 def redact(_: Any, __: str, event_dict: EventDict) -> EventDict:
@@ -106,7 +107,7 @@ def configure_logging(log_format: LogFormat, level: LogLevel, stream: Any = None
         named.handlers.clear()
         named.propagate = True
     for name in QUIETER:
-        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.getEffectiveLevel()))
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,

@@ -19,10 +19,12 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.api.problems import is_unavailable
@@ -51,16 +53,30 @@ def request_id_of(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
-def route_of(scope: Scope) -> str:
-    """The template of the route that answered (``/v1/sessions/{session_id}/next``)."""
-    return str(getattr(scope.get("route"), "path", None) or UNMATCHED)
+def route_of(scope: Scope, paths: Mapping[object, str]) -> str:
+    """The template of the route that answered (``/v1/sessions/{session_id}/next``):
+    FastAPI's routes name themselves in the scope, Starlette's (``/openapi.json``) only
+    their endpoint, looked up in ``paths``."""
+    path = getattr(scope.get("route"), "path", None)
+    if path is None:
+        path = paths.get(scope.get("endpoint"))
+    return str(path or UNMATCHED)
+
+
+def endpoint_paths(routes: Iterable[BaseRoute]) -> dict[object, str]:
+    """The path template of each endpoint among ``routes``."""
+    return {
+        route.endpoint: route.path for route in routes if isinstance(route, Route | WebSocketRoute)
+    }
 
 
 class RequestObserver:
-    """See the module docstring."""
+    """See the module docstring; ``routes`` gives the application's routes."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, routes: Callable[[], Iterable[BaseRoute]]) -> None:
         self.app = app
+        self._routes = routes
+        self._paths: dict[object, str] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,12 +103,14 @@ class RequestObserver:
                     status = 503 if is_unavailable(error) else 500
                 raise
             finally:
-                _observe(scope, status or 500, time.perf_counter() - started)
+                if self._paths is None:  # the routes are all there once requests come
+                    self._paths = endpoint_paths(self._routes())
+                _observe(scope, self._paths, status or 500, time.perf_counter() - started)
 
 
-def _observe(scope: Scope, status: int, duration_s: float) -> None:
+def _observe(scope: Scope, paths: Mapping[object, str], status: int, duration_s: float) -> None:
     method = scope.get("method", "")
-    route = route_of(scope)
+    route = route_of(scope, paths)
     metrics.HTTP_REQUESTS.labels(method=method, route=route, status=str(status)).inc()
     metrics.HTTP_DURATION.labels(method=method, route=route).observe(duration_s)
     level = _level(scope, status)
@@ -125,4 +143,4 @@ class ObservedFastAPI(FastAPI):
     """FastAPI with ``RequestObserver`` outside its whole middleware stack."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return RequestObserver(super().build_middleware_stack())
+        return RequestObserver(super().build_middleware_stack(), lambda: self.routes)
