@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from server.database import upgrade
 from tests.support.api import JWT_SECRET, World, live_server, login, seed_world
+from tests.support.bank_keys import install_test_keyring
 
 SAMPLE_S = 0.02
 FLOODER = "127.0.0.2"
@@ -190,6 +191,7 @@ def main() -> None:
     parser.add_argument("--flood", type=int, default=1500)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    install_test_keyring()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         db = data_dir / "proctor.db"

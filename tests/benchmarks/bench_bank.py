@@ -42,6 +42,7 @@ from bank.models import Exposure, Item
 from bank.sampling.service import draw_sample, persist_sample
 from server.database import create_engine, unit_of_work, upgrade
 from server.orgs.service import create_org
+from tests.support.bank_keys import install_test_keyring
 from tests.support.services import postgres_server
 
 DURABLE = {
@@ -219,6 +220,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--baseline-repeats", type=int, default=10)
     args = parser.parse_args()
+    install_test_keyring()
     with postgres_server(settings=DURABLE) as server, tempfile.TemporaryDirectory() as tmp:
         server.create_database("bench")
         url = server.url("bench")

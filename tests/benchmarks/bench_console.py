@@ -117,6 +117,7 @@ from server.sessions.models import Answer, EvalSession
 from server.sessions.service import create_session
 from tests.benchmarks.bench_bank import DURABLE, write_synthetic_bank
 from tests.support.api import login, running_api, test_settings
+from tests.support.bank_keys import install_test_keyring
 from tests.support.console import console_login
 from tests.support.services import postgres_server, redis_server
 
@@ -1279,6 +1280,7 @@ async def main_async(
 
 
 def main() -> None:
+    install_test_keyring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--verdicts", type=int, default=200_000)

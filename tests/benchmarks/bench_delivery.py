@@ -85,6 +85,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 import httpx
 
+from tests.support.bank_keys import TEST_BANK_KEYS, install_test_keyring
+
 JWT_SECRET = "bench-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
 TARGET_A = 0.5
 TARGET_B = 0.7
@@ -822,6 +824,7 @@ def print_report(results: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    install_test_keyring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vendors", type=int, default=200, help="concurrent simulated vendors")
     parser.add_argument("--items", type=int, default=100, help="items per vendor session (K)")
@@ -904,6 +907,7 @@ def main() -> None:
             "PROCTOR_DATABASE_URL": url,
             "PROCTOR_REDIS_URL": redis.url,
             "PROCTOR_JWT_SECRET": JWT_SECRET,
+            "PROCTOR_BANK_KEYS": TEST_BANK_KEYS,
             "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (args.vendors + pgb_clients)),
             "PROCTOR_MAX_SESSIONS_PER_PERIOD": str(100 * (args.vendors + pgb_clients)),
             "PROCTOR_RATE_LIMIT_PER_MINUTE": "100000000",

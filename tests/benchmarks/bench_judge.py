@@ -107,6 +107,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from clients.llm.chat import ChatClient, ChatEndpoint, RetryPolicy
 from judge.llm_judge import LlmJudge, MemoryJudgeCache
 from judge.prompts import JudgeInput
+from tests.support.bank_keys import install_test_keyring
 from tests.support.cpu_time import cores_busy, machine_busy
 from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 
@@ -814,6 +815,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    install_test_keyring()
     if args.uvloop:
         import uvloop
 

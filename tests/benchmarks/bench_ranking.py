@@ -127,6 +127,7 @@ from server.scoring.models import Verdict
 from server.sessions.models import Answer
 from tests.judge.ranking.table8 import ANCHOR, DISCIPLINES, TABLE8
 from tests.support.api import LiveServer, live_server
+from tests.support.bank_keys import TEST_BANK_KEYS, install_test_keyring
 from tests.support.cpu_time import cores_busy, machine_busy, process_cpu_s
 from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 
@@ -288,6 +289,7 @@ def proctor_cmd() -> list[str]:
 def cli_env(db_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env["PROCTOR_DATABASE_URL"] = db_url
+    env["PROCTOR_BANK_KEYS"] = TEST_BANK_KEYS
     env.update(extra or {})
     return env
 
@@ -1156,6 +1158,7 @@ def check_endpoint(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    install_test_keyring()
     from tests.support import services
 
     table = read_table8(args.table8)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -37,3 +38,11 @@ def bank_keyring() -> Iterator[Keyring]:
     keyring = test_keyring()
     with sealing.using(keyring):
         yield keyring
+
+
+def install_test_keyring() -> None:
+    """Install the test keyring for the rest of the process, and ``PROCTOR_BANK_KEYS`` in
+    its environment (for the processes it starts): for benchmark scripts, which seal and
+    open bank values outside pytest."""
+    sealing.install(test_keyring())
+    os.environ.setdefault("PROCTOR_BANK_KEYS", TEST_BANK_KEYS)
