@@ -7,12 +7,14 @@ the same server, and the app, on the restored database, takes the same sessions 
 with the same tokens and keys: every answer, from before and after the backup, stored once
 and scored. The restored database gives the runtime role exactly its privileges and keeps
 the audit log's triggers. A restore over sessions is refused without ``--force``; a
-truncated backup fails in one line and changes nothing; pg_dump older than the server is
+truncated backup fails in one line and changes nothing; a backup taken by the runtime role
+alone (a scheduled backup's set-up) restores as the owner; pg_dump older than the server is
 explained; the password reaches pg_dump in its environment, never on its command line.
 
-Embedded default (SQLite in a temporary data dir): the same round trip, the backup taken
-while the app runs and restored after the database file is lost; a database in use, one
-holding sessions, and a damaged backup are refused.
+Embedded default (SQLite in a temporary data dir, the bank key in ``<data_dir>/bank-keys``):
+the same round trip, the backup taken while the app runs (and holding no key) and restored
+after the database file is lost; a database in use, one holding sessions, and a damaged
+backup are refused.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import dataclasses
 import os
 import stat
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,35 +34,27 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from bank import sealing
-from bank.sealing import new_entry, parse_keyring
+from server.config import Settings
 from server.scoring.models import Verdict
 from server.sessions.models import Answer
 from tests.support.api import World, login, open_session, running_api, seed_world, test_settings
+from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.cli import Run, proctor
 from tests.support.database import fetch_all
 from tests.support.services import PostgresServer
-from tests.support.sessions import answer_for, answer_items, table_counts, wait_until_scored
+from tests.support.sessions import (
+    answer_for,
+    answer_items,
+    table_counts,
+    wait_until,
+    wait_until_scored,
+)
 
 N_ITEMS = 6
 BEFORE = 3
 """Items of each session answered before the backup; the rest after the restore."""
 INSUFFICIENT_PRIVILEGE = "42501"
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
-BANK_KEY = new_entry("backup-test")
-"""The bank's key, the same before the backup and after the restore (it is not in the
-backup: it is given again, as an operator would)."""
-
-
-@pytest.fixture(autouse=True, scope="module")
-def bank_keyring() -> Iterator[None]:
-    """This process seals and opens reference answers (``seed_world``) with ``BANK_KEY``."""
-    with sealing.using(parse_keyring(BANK_KEY, source="test", lines=False)):
-        yield
-
-
-def settings_for(db_url: str, **extra: Any) -> Any:
-    return test_settings(db_url, bank_keys=BANK_KEY, **extra)
 
 
 def correct(position: int) -> bool:
@@ -93,7 +87,16 @@ async def open_and_half_answer(client: httpx.AsyncClient, db_url: str, world: Wo
         done = await answer_items(client, db_url, sid, headers, reply, limit=BEFORE)
         driven.headers[sid] = headers
         driven.answers[sid] = {a.position: a.answer for a in done}
+        await wait_until(lambda sid=sid: all_judged(db_url, sid), within_s=120, what="judged")
     return driven
+
+
+async def all_judged(db_url: str, sid: str) -> bool:
+    """Whether every answer so far has its verdict and no job is queued or leased: a job
+    leased when the backup is taken would wait out its lease (``PROCTOR_SCORING_LEASE_S``)
+    after the restore, which the test is not about."""
+    counts = await table_counts(db_url, uuid.UUID(sid))
+    return bool(counts["jobs"] == {"done": BEFORE} and counts["verdicts"] == BEFORE)
 
 
 async def finish_and_check(client: httpx.AsyncClient, db_url: str, driven: Driven) -> None:
@@ -107,7 +110,7 @@ async def finish_and_check(client: httpx.AsyncClient, db_url: str, driven: Drive
     await login(client, driven.world.a.keys["vendor"], next(iter(driven.headers)))
     for sid, sent in driven.answers.items():
         session_id = uuid.UUID(sid)
-        await wait_until_scored(db_url, session_id, within_s=60)
+        await wait_until_scored(db_url, session_id, within_s=120)
         stored = await fetch_all(
             db_url,
             select(Answer.position, Answer.answer)
@@ -236,7 +239,7 @@ async def source(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
     assert upgraded.returncode == 0, upgraded.stderr
     runtime_url = env["PROCTOR_DATABASE_URL"]
     world = await seed_world(runtime_url, qtypes=("multiple_choice",))
-    settings = settings_for(runtime_url)
+    settings = test_settings(runtime_url)
     async with running_api(settings) as (_, client):
         driven = await open_and_half_answer(client, runtime_url, world)
     path = tmp_path_factory.mktemp("backup") / "proctor.dump"
@@ -312,7 +315,7 @@ async def test_sessions_continue_after_a_restore_into_a_new_database(
     assert await answers_in(cluster, target) == await answers_in(cluster, source.database)
 
     runtime_url = env["PROCTOR_DATABASE_URL"]
-    settings = settings_for(runtime_url)
+    settings = test_settings(runtime_url)
     async with running_api(settings) as (_, client):
         await finish_and_check(client, runtime_url, source.driven)
 
@@ -372,6 +375,25 @@ async def test_a_restore_over_sessions_needs_force_and_a_damaged_backup_changes_
     assert forced.returncode == 0, forced.stderr
     assert "replacing 2 session(s)" in forced.stdout
     assert await answers_in(cluster, target) == before
+
+
+async def test_a_backup_by_the_runtime_role_alone_restores_as_the_owner(
+    cluster: Cluster, source: Source, tmp_path: Path
+) -> None:
+    """A scheduled backup holds only the runtime role's password (docs/operations.md)."""
+    path = tmp_path / "by-runtime.dump"
+    runtime_only = {"PROCTOR_DATABASE_URL": cluster.url(cluster.runtime, source.database)}
+    run = await asyncio.to_thread(cli, runtime_only, "db", "backup", str(path))
+    assert run.returncode == 0, run.stderr
+    assert f"backup of postgresql+asyncpg://{cluster.runtime}@" in run.stdout
+    target = await cluster.create_database()
+    restored = await asyncio.to_thread(cli, cluster.env(target), "db", "restore", str(path))
+    assert restored.returncode == 0, restored.stderr
+    assert await answers_in(cluster, target) == await answers_in(cluster, source.database)
+    assert await table_privileges(cluster, target) == await table_privileges(
+        cluster, source.database
+    )
+    assert await audit_triggers(cluster, target) == await audit_triggers(cluster, source.database)
 
 
 def fake_pg_dump(directory: Path, version: str) -> Path:
@@ -448,7 +470,12 @@ class DataDir:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"PROCTOR_DATA_DIR": str(self.path)}
+        return {"PROCTOR_DATA_DIR": str(self.path), "PROCTOR_BANK_KEYS": ""}
+
+    @property
+    def settings(self) -> Settings:
+        """The app on the data dir, its bank key read from ``<data_dir>/bank-keys``."""
+        return test_settings(self.url, data_dir=self.path, bank_keys=None)
 
 
 @pytest.fixture
@@ -458,7 +485,7 @@ async def data_dir(tmp_path: Path) -> DataDir:
     upgraded = await asyncio.to_thread(cli, made.env, "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     key_file = made.path / "bank-keys"
-    key_file.write_text(BANK_KEY + "\n")
+    key_file.write_text(TEST_BANK_KEYS + "\n")  # the key this process seals the bank with
     key_file.chmod(0o600)
     return made
 
@@ -479,7 +506,7 @@ async def test_sqlite_sessions_continue_after_the_database_is_lost_and_restored(
     world = await seed_world(data_dir.url, qtypes=("multiple_choice",))
     path = tmp_path / "backups" / "proctor.db"
     path.parent.mkdir()
-    async with running_api(settings_for(data_dir.url, data_dir=data_dir.path)) as (_, client):
+    async with running_api(data_dir.settings) as (_, client):
         driven = await open_and_half_answer(client, data_dir.url, world)
         # online: the server is running while the backup is taken
         backed_up = await asyncio.to_thread(cli, data_dir.env, "db", "backup", str(path))
@@ -489,7 +516,9 @@ async def test_sqlite_sessions_continue_after_the_database_is_lost_and_restored(
         assert_one_line_error(busy, "proctor db restore", "in use", "stop proctor serve")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "written to" in backed_up.stdout and "bank-keys" in backed_up.stderr
-    assert BANK_KEY.split(":")[1].encode() not in path.read_bytes()
+    backup = path.read_bytes()
+    assert TEST_BANK_KEYS.split(":")[1].encode() not in backup
+    assert b"pk1:" in backup  # reference answers and answers, sealed
     before = await sqlite_answers(data_dir)
 
     for lost in data_dir.path.glob("proctor.db*"):
@@ -499,7 +528,7 @@ async def test_sqlite_sessions_continue_after_the_database_is_lost_and_restored(
     assert f"into {data_dir.database}" in restored.stdout
     assert await sqlite_answers(data_dir) == before and len(before) == 2 * BEFORE
 
-    async with running_api(settings_for(data_dir.url, data_dir=data_dir.path)) as (_, client):
+    async with running_api(data_dir.settings) as (_, client):
         await finish_and_check(client, data_dir.url, driven)
 
 
@@ -507,7 +536,7 @@ async def test_sqlite_restore_refuses_sessions_without_force_and_damaged_backups
     data_dir: DataDir, tmp_path: Path
 ) -> None:
     world = await seed_world(data_dir.url, qtypes=("multiple_choice",))
-    async with running_api(settings_for(data_dir.url, data_dir=data_dir.path)) as (_, client):
+    async with running_api(data_dir.settings) as (_, client):
         await open_and_half_answer(client, data_dir.url, world)
     path = tmp_path / "proctor-backup.db"
     backed_up = await asyncio.to_thread(cli, data_dir.env, "db", "backup", str(path))
