@@ -34,11 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 
 from server.config import Settings
-from server.database import create_engine, grant_runtime_privileges
+from server.database import alembic_config, create_engine, grant_runtime_privileges
 
 SESSIONS_TABLE = "eval_sessions"
 """A target database holding rows here is not overwritten without ``force``."""
@@ -85,6 +87,11 @@ class RestoreResult:
     replaced_sessions: int
     """Sessions the target held before it was overwritten (non-zero only with ``force``)."""
 
+    @property
+    def schema_advice(self) -> str | None:
+        """What to do when the restored schema is not this version's head, else ``None``."""
+        return schema_advice(self.revision)
+
 
 def backup(settings: Settings, path: Path, pg_bindir: Path | None = None) -> BackupResult:
     """Write a backup of the configured database to ``path`` (atomically: a temporary file
@@ -129,6 +136,24 @@ def restore(
         role = _grant(url, settings.effective_database_url)
         revision = _pg_revision(url)
     return RestoreResult(path, time.monotonic() - started, target, revision, role, replaced)
+
+
+def schema_advice(revision: str | None) -> str | None:
+    """``None`` when ``revision`` is this version's schema head; else what to do: upgrade a
+    backup of an older version, run the newer version a backup came from."""
+    script = ScriptDirectory.from_config(alembic_config(""))
+    if revision in script.get_heads():
+        return None
+    try:
+        known = revision is not None and script.get_revision(revision) is not None
+    except CommandError:  # "Can't locate revision"
+        known = False
+    if known:
+        return "the backup's schema is older than this version of Proctor: run proctor db upgrade"
+    return (
+        f"the backup's schema revision {revision or '(none)'} is unknown to this version of "
+        "Proctor (a newer one made it?): run the version that made the backup"
+    )
 
 
 # --------------------------------------------------------------------------- #

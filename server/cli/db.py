@@ -111,6 +111,8 @@ def restore_command(
             f"runtime role {done.runtime_role}: DML on the tables, only INSERT and SELECT on "
             "audit_log"
         )
+    if done.schema_advice is not None:
+        stderr.print(f"warning: {done.schema_advice}", markup=False)
     stderr.print(f"reminder: {KEY_REMINDER}", markup=False)
 
 

@@ -20,8 +20,10 @@ backup are refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
+import sqlite3
 import stat
 import uuid
 from collections.abc import AsyncIterator
@@ -32,9 +34,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import select
 
 from server.config import Settings
+from server.database import alembic_config
 from server.scoring.models import Verdict
 from server.sessions.models import Answer
 from tests.support.api import World, login, open_session, running_api, seed_world, test_settings
@@ -526,6 +530,7 @@ async def test_sqlite_sessions_continue_after_the_database_is_lost_and_restored(
     restored = await asyncio.to_thread(cli, data_dir.env, "db", "restore", str(path))
     assert restored.returncode == 0, restored.stderr
     assert f"into {data_dir.database}" in restored.stdout
+    assert "warning" not in restored.stderr  # the schema is this version's head
     assert await sqlite_answers(data_dir) == before and len(before) == 2 * BEFORE
 
     async with running_api(data_dir.settings) as (_, client):
@@ -578,3 +583,30 @@ async def test_backup_errors_are_one_line(data_dir: DataDir, tmp_path: Path) -> 
         cli, {"PROCTOR_DATA_DIR": str(tmp_path / "empty")}, "db", "backup", str(tmp_path / "x.db")
     )
     assert_one_line_error(nothing, "proctor db backup", "nothing to back up")
+
+
+@pytest.mark.parametrize(
+    ("revision", "advice"),
+    [("previous", "run proctor db upgrade"), ("0000deadbeef", "unknown to this version")],
+)
+async def test_a_restored_schema_other_than_head_says_what_to_do(
+    data_dir: DataDir, tmp_path: Path, revision: str, advice: str
+) -> None:
+    path = tmp_path / "b.db"
+    backed_up = await asyncio.to_thread(cli, data_dir.env, "db", "backup", str(path))
+    assert backed_up.returncode == 0, backed_up.stderr
+    script = ScriptDirectory.from_config(alembic_config(""))
+    if revision == "previous":
+        head = script.get_revision(script.get_current_head() or "head")
+        assert head is not None
+        down = head.down_revision
+        assert isinstance(down, str)
+        revision = down
+    with contextlib.closing(sqlite3.connect(path)) as backup:
+        backup.execute("UPDATE alembic_version SET version_num = ?", (revision,))
+        backup.commit()
+    elsewhere = DataDir(tmp_path / "elsewhere")
+    restored = await asyncio.to_thread(cli, elsewhere.env, "db", "restore", str(path))
+    assert restored.returncode == 0, restored.stderr
+    assert f"schema revision {revision}" in restored.stdout
+    assert "warning: the backup's schema" in restored.stderr and advice in restored.stderr
