@@ -7,14 +7,22 @@ at scrape time from the test's own fresh database, so they are compared absolute
 
 from __future__ import annotations
 
-import pytest
+import time
 
-from server.observability.metrics import METRIC_NAMES
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, generate_latest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from server.database import session_factory
+from server.health.job import run_outcome
+from server.health.service import RefreshOutcome
+from server.observability.metrics import METRIC_NAMES, health_run, on_commit
 from tests.support.api import World, running_api, test_settings
 from tests.support.services import RedisServer
 from tests.support.sessions import drive_session, wait_until_scored
 
-from .scrape import METRICS_TOKEN, bearer, delta, families, scrape, total, value
+from .scrape import METRICS_TOKEN, bearer, delta, families, parse, scrape, total, value
 
 N_ITEMS = 6
 NEXT_ROUTE = "/v1/sessions/{session_id}/next"
@@ -141,3 +149,41 @@ async def test_unmatched_paths_are_one_label(world_db: tuple[str, World]) -> Non
         after = await scrape(client)
     assert delta(before, after, "proctor_http_requests_total", route="unmatched", status="404") == 3
     assert not any("/no/such" in str(labels) for (_, labels) in after)
+
+
+async def test_counted_on_commit_only(db_engine: AsyncEngine) -> None:
+    """A counter bumped with ``on_commit`` counts a committed transaction, never one rolled
+    back (a failed answer is no answer)."""
+    registry = CollectorRegistry()
+    counter = Counter("proctor_test_on_commit", "test only", registry=registry)
+
+    def counted() -> float | None:
+        return registry.get_sample_value("proctor_test_on_commit_total")
+
+    sessions = session_factory(db_engine)
+    async with sessions() as db:
+        async with db.begin():
+            await db.execute(text("SELECT 1"))
+            on_commit(db, counter.inc)
+            on_commit(db, counter.inc)
+        assert counted() == 2
+        transaction = await db.begin()
+        on_commit(db, counter.inc)
+        await transaction.rollback()
+        async with db.begin():  # a later commit does not count the rolled-back one
+            await db.execute(text("SELECT 1"))
+    assert counted() == 2
+
+
+def test_health_runs_and_last_success() -> None:
+    before = parse(generate_latest(REGISTRY).decode())
+    started = time.time()
+    health_run(run_outcome(None))
+    assert parse(generate_latest(REGISTRY).decode())[
+        ("proctor_health_last_success_timestamp_seconds", frozenset())
+    ] == before.get(("proctor_health_last_success_timestamp_seconds", frozenset()), 0.0)
+    health_run(run_outcome(RefreshOutcome(snapshot_id=None, new_verdicts=3, flagged=0)))
+    after = parse(generate_latest(REGISTRY).decode())
+    assert delta(before, after, "proctor_health_job_runs_total", outcome="failed") == 1
+    assert delta(before, after, "proctor_health_job_runs_total", outcome="skipped") == 1
+    assert after[("proctor_health_last_success_timestamp_seconds", frozenset())] >= started
