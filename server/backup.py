@@ -189,7 +189,7 @@ def _pg_restore(url: str, backup_file: Path, force: bool, bindir: Path | None) -
             "--no-privileges",
             "--single-transaction",
             "--exit-on-error",
-            *_connection_options(parsed, dbname_option="--dbname"),
+            *_connection_options(parsed),
             str(backup_file),
         ],
         parsed,
@@ -208,9 +208,9 @@ def _grant(owner_url: str, runtime_url: str) -> str | None:
         ) from None
 
 
-def _connection_options(parsed: URL, dbname_option: str = "--dbname") -> list[str]:
+def _connection_options(parsed: URL) -> list[str]:
     """libpq options for ``parsed``; the password is left to ``_pg_environment``."""
-    options = [f"{dbname_option}={parsed.database or ''}"] if parsed.database else []
+    options = [f"--dbname={parsed.database}"] if parsed.database else []
     host = parsed.host or _query(parsed, "host")
     if host:
         options.append(f"--host={host}")
@@ -272,6 +272,8 @@ def _tool_error(what: str, stderr: str) -> str:
         first += " (written by a newer pg_dump: use that version's pg_restore, --pg-bindir)"
     elif any(words in first for words in _DAMAGED):
         first += " (the backup file is truncated or not a proctor db backup file)"
+    elif "must be owner" in stderr or "permission denied" in stderr:
+        first += " (restore as the owner: set PROCTOR_MIGRATION_DATABASE_URL)"
     return f"pg_restore failed: {first}; the database was not changed"
 
 
@@ -386,12 +388,18 @@ def _sqlite_restore(backup_file: Path, database: Path, force: bool) -> tuple[str
             target.execute("PRAGMA locking_mode=EXCLUSIVE")
             target.execute("BEGIN EXCLUSIVE")
             target.execute("COMMIT")
-        except sqlite3.OperationalError:
+            sessions = _sqlite_sessions(target)
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error):
+                raise BackupError(f"cannot restore into {database}: {error}") from None
             raise BackupError(
                 f"{database} is in use by another process: stop proctor serve (and every "
                 "other proctor command) first"
             ) from None
-        sessions = _sqlite_sessions(target)
+        except sqlite3.DatabaseError as error:
+            raise BackupError(
+                f"cannot restore into {database}: {error}; move that file away first"
+            ) from None
         if sessions and not force:
             raise BackupError(_refusal(str(database), sessions))
         try:

@@ -370,6 +370,15 @@ async def test_a_restore_over_sessions_needs_force_and_a_damaged_backup_changes_
     assert await answers_in(cluster, target) == before
     assert await audit_triggers(cluster, target) == await audit_triggers(cluster, source.database)
 
+    runtime_only = {"PROCTOR_DATABASE_URL": env["PROCTOR_DATABASE_URL"]}
+    as_runtime = await asyncio.to_thread(
+        cli, runtime_only, "db", "restore", "--force", str(source.backup)
+    )
+    assert_one_line_error(
+        as_runtime, "proctor db restore", "PROCTOR_MIGRATION_DATABASE_URL", "not changed"
+    )
+    assert await answers_in(cluster, target) == before
+
     not_a_backup = tmp_path / "notes.txt"
     not_a_backup.write_text("hello\n")
     refused = await asyncio.to_thread(cli, env, "db", "restore", "--force", str(not_a_backup))
