@@ -245,6 +245,11 @@ def using(source: KeyringSource | None) -> Iterator[None]:
         restore(token)
 
 
+def is_installed() -> bool:
+    """Whether the process has a keyring (or a loader for one)."""
+    return _source is not None
+
+
 def current() -> Keyring:
     """The process's keyring (a loader is called now, once); ``BankKeyError`` if none."""
     global _source

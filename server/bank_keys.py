@@ -31,11 +31,11 @@ SETTING_KEYS = "PROCTOR_BANK_KEYS"
 def load_keyring(settings: Settings) -> Keyring:
     """The keyring ``settings`` name (see the module docstring); ``BankKeyError`` with what
     to do when there is none or it is malformed."""
-    if settings.bank_key_file is not None and str(settings.bank_key_file).strip():
-        return read_key_file(settings.bank_key_file, source=f"{SETTING_FILE} {{path}}")
-    keys = settings.bank_keys.get_secret_value() if settings.bank_keys is not None else ""
-    if keys.strip():
-        return parse_keyring(keys, source=SETTING_KEYS, lines=False)
+    key_file = _key_file_setting(settings)
+    if key_file is not None:
+        return read_key_file(key_file, source=f"{SETTING_FILE} {{path}}")
+    if _keys_setting(settings):
+        return parse_keyring(_keys_setting(settings), source=SETTING_KEYS, lines=False)
     if settings.is_embedded:
         return read_key_file(_embedded_key_file(settings.data_dir), source="{path}")
     raise BankKeyError(
@@ -43,6 +43,16 @@ def load_keyring(settings: Settings) -> Keyring:
         "replicas and judge workers must share the keys that seal reference answers); "
         "`proctor bank new-key` prints a fresh entry"
     )
+
+
+def _key_file_setting(settings: Settings) -> Path | None:
+    path = settings.bank_key_file
+    return None if path is None or str(path).strip() in ("", ".") else path  # "" parses as "."
+
+
+def _keys_setting(settings: Settings) -> str:
+    keys = settings.bank_keys.get_secret_value() if settings.bank_keys is not None else ""
+    return keys if keys.strip() else ""
 
 
 def read_key_file(path: Path, *, source: str = "{path}") -> Keyring:
@@ -95,15 +105,17 @@ def install_keyring(settings: Settings) -> sealing.Installed:
     return sealing.install(load_keyring(settings))
 
 
-def install_for_command(settings: Settings) -> sealing.Installed:
+def install_for_command(settings: Settings) -> None:
     """A command's keyring: loaded now when a setting names the keys (so a malformed one is
     refused before anything runs), else when first needed (the embedded default generates
-    its key then; PostgreSQL refuses then)."""
-    file_set = settings.bank_key_file is not None and str(settings.bank_key_file).strip()
-    keys_set = settings.bank_keys is not None and settings.bank_keys.get_secret_value().strip()
-    if file_set or keys_set:
-        return install_keyring(settings)
-    return install_keyring_lazily(settings)
+    its key then; PostgreSQL refuses then). A process that already has a keyring keeps it
+    (a command run inside another program: the test-suite's ``CliRunner``)."""
+    if sealing.is_installed():
+        return
+    if _key_file_setting(settings) is not None or _keys_setting(settings):
+        install_keyring(settings)
+    else:
+        install_keyring_lazily(settings)
 
 
 def install_keyring_lazily(settings: Settings) -> sealing.Installed:

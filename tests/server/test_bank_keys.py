@@ -18,7 +18,7 @@ from bank import sealing
 from bank.models import Item
 from bank.sealing import BankKeyError, parse_keyring
 from server.app import create_app
-from server.bank_keys import KEY_FILE, load_keyring
+from server.bank_keys import KEY_FILE, install_for_command, load_keyring
 from server.config import Settings
 from server.database import upgrade
 from tests.support.api import running_api, seed_world, test_settings
@@ -75,6 +75,18 @@ def test_the_file_comes_before_the_environment(tmp_path: Path) -> None:
     env_only = _settings(bank_keys=f"{TEST_BANK_KEYS},{_entry('k2')}", data_dir=tmp_path)
     assert load_keyring(env_only).key_ids == ("test", "k2")
     assert not (tmp_path / KEY_FILE).exists()  # nothing generated when keys are given
+
+
+def test_a_command_generates_the_embedded_key_only_when_it_needs_it(tmp_path: Path) -> None:
+    before = sealing.current()
+    install_for_command(_settings(data_dir=tmp_path))  # inside a program with a keyring
+    assert sealing.current() is before
+    with sealing.using(None):  # a command's own process
+        install_for_command(_settings(data_dir=tmp_path))
+        assert not (tmp_path / KEY_FILE).exists()
+        assert sealing.current().active_id == "local"
+        assert (tmp_path / KEY_FILE).exists()
+    assert sealing.current() is before
 
 
 def test_postgres_without_keys_refuses() -> None:
