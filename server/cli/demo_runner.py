@@ -62,6 +62,7 @@ from server.cli.demo_calibration import SET_NAME, calibrate_demo_judge
 from server.cli.leaderboard import print_disciplines, print_leaderboard
 from server.config import JudgeEndpoint, Settings
 from server.database import create_engine, unit_of_work, upgrade
+from server.observability.log_format import LogLevel
 from server.orgs.service import create_org
 from server.threaded import serve_in_thread
 
@@ -247,6 +248,7 @@ def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Se
         rate_limit_per_minute=10_000_000,
         rate_limit_org_per_minute=10_000_000,
         leaderboard_resamples=1000,
+        log_level=LogLevel.WARNING,  # no access line per request amid the demo's progress
     )
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -185,16 +184,6 @@ def health_run(outcome: str) -> None:
     HEALTH_RUNS.labels(outcome=outcome).inc()
     if outcome != "failed":
         HEALTH_LAST_SUCCESS.set(time.time())
-
-
-@contextmanager
-def timed(histogram: Histogram, **labels: str) -> Iterator[None]:
-    """Observe the wall time of the block into ``histogram`` (exceptions included)."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        histogram.labels(**labels).observe(time.perf_counter() - started)
 
 
 def process_exiting() -> None:
