@@ -347,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
             f"missing tools: {missing} (apt-get install iproute2 nginx util-linux)", file=sys.stderr
         )
         return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: a background job of a script starts with it ignored, and `timeout
+    # --signal=INT` must still get the clean-up
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
     started = time.monotonic()
     if removed := topology.remove_leftovers():
@@ -367,7 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # a broken set-up is a failed run, with the logs named
         results.append(RunResult("set-up", [f"{type(error).__name__}: {error}"]))
         show(results[-1])
+    except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, SIGTERM, SIGHUP
+        results.append(RunResult("interrupted", [f"stopped ({type(stop).__name__})"]))
+        show(results[-1])
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # a second signal must not stop the clean-up
         cluster.close()
         topology.remove_leftovers()
         if args.keep:
