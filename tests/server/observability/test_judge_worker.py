@@ -129,9 +129,9 @@ def scrape_worker(port: int) -> dict[Any, float]:
 
 
 async def test_sigterm_finishes_the_jobs_in_hand_and_exits_0(
-    pg_world_db: tuple[str, World], redis_server: services.RedisServer, tmp_path: Path
+    open_answers_db: tuple[str, World], redis_server: services.RedisServer, tmp_path: Path
 ) -> None:
-    db_url, world = pg_world_db
+    db_url, world = open_answers_db
     with running_fake_llm(ServerConfig(latency_ms=1500)) as llm:
         settings = test_settings(
             db_url,
@@ -184,11 +184,11 @@ async def test_sigterm_finishes_the_jobs_in_hand_and_exits_0(
 
 
 async def test_stop_gives_claimed_jobs_back_uncounted(
-    pg_world_db: tuple[str, World], redis_server: services.RedisServer
+    open_answers_db: tuple[str, World], redis_server: services.RedisServer
 ) -> None:
     """Jobs claimed but not started when ``stop`` comes go back to the queue at once, their
     claim not counted as an attempt; the ones being judged finish."""
-    db_url, world = pg_world_db
+    db_url, world = open_answers_db
     with running_fake_llm(ServerConfig(latency_ms=1000)) as llm:
         judges = [{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}]
         settings = test_settings(db_url, redis_server.url, scoring_in_process=False, judges=judges)
