@@ -99,7 +99,11 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
         runtime.judging = await assign_judges(db, settings)
     if not settings.runs_scoring_in_process:
         if settings.redis_url:
-            pool = ArqRedis.from_url(settings.redis_url)
+            pool = ArqRedis.from_url(
+                settings.redis_url,
+                socket_timeout=settings.redis_timeout_s,
+                socket_connect_timeout=settings.redis_timeout_s,
+            )
             runtime.waker = ArqWaker(pool)
             try:
                 yield

@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     audit log included; ``proctor serve`` warns about that."""
     redis_url: str | None = None
     """``redis://host:port/db``; unset means in-process stand-ins (embedded default)."""
+    redis_timeout_s: float = Field(0.5, gt=0, le=60)
+    """Seconds a Redis connection or command may take. Redis is disposable: past this the
+    rate limiter lets the request through and scoring wake-ups are skipped (the workers
+    poll), and neither asks Redis again for 5 s."""
 
     # --- authentication (see server/auth/tokens.py) ---
     jwt_secret: SecretStr | None = None

@@ -2,8 +2,9 @@
 
 A request may count against several limits at once (its API key and its organisation);
 they are incremented in one round trip. Counters are disposable: if Redis is unreachable
-the limiter lets requests through (and logs it) rather than refusing service; no rule of
-the protocol depends on it.
+(an error, or no answer within ``PROCTOR_REDIS_TIMEOUT_S``) the limiter lets requests
+through (and logs it) rather than refusing service, and does not ask Redis again for
+``REDIS_SKIP_S`` seconds; no rule of the protocol depends on it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from typing import Protocol
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from server.circuit import CircuitBreaker
 from server.errors import TooManyRequests
 
 log = logging.getLogger(__name__)
+
+REDIS_SKIP_S = 5.0
+"""After a Redis failure, seconds the counters are not asked (requests go through unlimited)."""
 
 
 class Counters(Protocol):
@@ -58,14 +63,23 @@ class RedisCounters:
     """Counters in Redis (``INCR`` + ``EXPIRE`` per key, one round trip), shared by all
     replicas."""
 
-    def __init__(self, redis: Redis, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        clock: Callable[[], float] = time.time,
+        *,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self._redis = redis
         self._clock = clock
+        self._breaker = breaker or CircuitBreaker(REDIS_SKIP_S)
 
     def _full(self, key: str, window_s: int) -> str:
         return f"proctor:rl:{key}:{window_s}:{int(self._clock() // window_s)}"
 
     async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
+        if not self._breaker.allows():
+            return [0] * len(keys)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for key in keys:
@@ -74,7 +88,12 @@ class RedisCounters:
                     pipe.expire(full, window_s + 1)
                 replies = await pipe.execute()
         except (RedisError, OSError) as error:
-            log.warning("rate limit counters unavailable, not limiting: %s", error)
+            self._breaker.failed()
+            log.warning(
+                "rate limit counters unavailable, not limiting for %.0f s: %s",
+                self._breaker.open_s,
+                error,
+            )
             return [0] * len(keys)
         return [int(count) for count in replies[::2]]
 

@@ -134,7 +134,15 @@ def build_runtime(settings: Settings) -> Runtime:
         if settings.is_embedded
         else create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=False)
     )
-    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    redis = (
+        Redis.from_url(
+            settings.redis_url,
+            socket_timeout=settings.redis_timeout_s,
+            socket_connect_timeout=settings.redis_timeout_s,
+        )
+        if settings.redis_url
+        else None
+    )
     counters = RedisCounters(redis) if redis is not None else MemoryCounters()
     return Runtime(
         settings=settings,

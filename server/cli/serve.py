@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import typer
 
@@ -66,9 +67,15 @@ def serve_command(
 @contextmanager
 def metrics_directory(workers: int) -> Iterator[None]:
     """With several workers, a fresh ``PROMETHEUS_MULTIPROC_DIR`` for their metrics (each
-    worker process starts after it is set, so writes its values there), removed at exit;
-    an operator's own directory is used as it is. One worker keeps its metrics in memory."""
-    if workers == 1 or os.environ.get(MULTIPROC_ENV):
+    worker process starts after it is set, so writes its values there), removed at exit.
+    An operator's own directory is emptied of the previous run's files first (it may be a
+    volume that outlives the container, whose dead processes' values would still be summed)
+    and kept. One worker without that variable keeps its metrics in memory."""
+    preset = os.environ.get(MULTIPROC_ENV)
+    if preset:
+        for stale in Path(preset).glob("*.db"):
+            stale.unlink(missing_ok=True)
+    if workers == 1 or preset:
         yield
         return
     directory = tempfile.mkdtemp(prefix="proctor-metrics-")

@@ -15,6 +15,9 @@ import logging
 import time
 from typing import Any, Protocol
 
+from server.circuit import CircuitBreaker
+from server.ratelimit import REDIS_SKIP_S
+
 log = logging.getLogger(__name__)
 WAKE_FUNCTION = "score_pending"
 COALESCE_S = 0.5
@@ -40,10 +43,11 @@ class ArqWaker:
     def __init__(self, pool: Any) -> None:
         self._pool = pool
         self._last = 0.0
+        self._breaker = CircuitBreaker(REDIS_SKIP_S)
 
     async def wake(self) -> None:
         now = time.monotonic()
-        if now - self._last < COALESCE_S:
+        if now - self._last < COALESCE_S or not self._breaker.allows():
             return
         self._last = now
         try:
@@ -53,6 +57,7 @@ class ArqWaker:
                 WAKE_FUNCTION, _job_id=f"{WAKE_FUNCTION}:{int(time.time() / COALESCE_S)}"
             )
         except Exception:
+            self._breaker.failed()
             log.warning("could not wake the scoring workers (Redis); they will poll")
 
 

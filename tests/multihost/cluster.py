@@ -35,7 +35,6 @@ API_PORT = 8000
 LLM_PORT = 8090
 PG_PORT = 5432
 REDIS_PORT = 6379
-REDIS_TIMEOUTS = "?socket_timeout=0.5&socket_connect_timeout=0.5"
 
 DEAD_CLIENT_SETTINGS = {
     # A host that dies with its link leaves its backends' transactions open (no FIN ever
@@ -80,8 +79,8 @@ class Cluster:
     pg_timeouts: bool = True
     """Let PostgreSQL end the transactions of a host that vanished (see ``start_postgres``)."""
     redis_timeouts: bool = True
-    """Put socket timeouts into ``PROCTOR_REDIS_URL`` (redis-py reads them from the query
-    string): without them a partitioned Redis hangs every rate-limited request."""
+    """Keep the server's short Redis timeout (``PROCTOR_REDIS_TIMEOUT_S``, 0.5 s by default);
+    ``False`` sets it to 60 s, so a partitioned Redis hangs every rate-limited request."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(48))
     bank_key: str = field(default_factory=lambda: "k1:" + base64.b64encode(os.urandom(32)).decode())
@@ -100,11 +99,11 @@ class Cluster:
             "base_url": f"http://{HOSTS['worker'].address}:{LLM_PORT}/v1",
             "model": "judge",
         }
-        redis_options = REDIS_TIMEOUTS if self.redis_timeouts else ""
         settings = {
             "DATABASE_URL": pg_url("proctor_app"),
             "MIGRATION_DATABASE_URL": "",
-            "REDIS_URL": f"redis://{HOSTS['redis'].address}:{REDIS_PORT}/0{redis_options}",
+            "REDIS_URL": f"redis://{HOSTS['redis'].address}:{REDIS_PORT}/0",
+            "REDIS_TIMEOUT_S": "0.5" if self.redis_timeouts else "60",
             "JWT_SECRET": self.jwt_secret,
             "BANK_KEYS": self.bank_key,
             "JUDGES": json.dumps([judge]),

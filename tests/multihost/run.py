@@ -318,8 +318,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-redis-timeouts",
         action="store_true",
-        help="leave socket timeouts out of PROCTOR_REDIS_URL (the API then hangs on a "
-        "partitioned Redis instead of failing open: run 2 fails)",
+        help="PROCTOR_REDIS_TIMEOUT_S=60 (the API then hangs on a partitioned Redis "
+        "instead of failing open: run 2 fails)",
     )
     parser.add_argument(
         "--no-pg-timeouts",
