@@ -23,6 +23,9 @@ from server.review.models import ReviewTask
 from tests.support.api import ROLES, World, login, open_session
 
 PUBLIC = "public"
+SCRAPE = "scrape token"
+"""Only Prometheus's bearer token (PROCTOR_METRICS_TOKEN), never an API token of any role:
+401 with one, 404 while no scrape token is configured."""
 ALL = frozenset(ROLES)
 WRITERS = frozenset({"admin", "evaluator", "vendor"})
 ADMIN = frozenset({"admin"})
@@ -31,12 +34,18 @@ ANSWER_REVIEWERS = frozenset({"admin", "evaluator"})
 """Roles of ``ROLES`` that work the human review queue (reviewers too, who are not in it)."""
 
 DOC_ROUTES = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+UNDOCUMENTED = DOC_ROUTES | {"/metrics"}
+"""Routes outside the OpenAPI schema (the metrics are Prometheus's text format)."""
 
 INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # the interactive documentation and schema are intentionally public
     **{(method, path): PUBLIC for path in DOC_ROUTES for method in ("GET", "HEAD")},
     # exchanging an API key for a token needs no token
     ("POST", "/v1/auth/token"): PUBLIC,
+    # the probes say only ok or which check fails; the metrics need the scrape token
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): SCRAPE,
     ("GET", "/v1/whoami"): ALL,
     ("POST", "/v1/auth/refresh"): ALL,
     ("POST", "/v1/admin/tokens/revoke"): ADMIN,
@@ -128,11 +137,11 @@ def test_openapi_lists_exactly_the_api_routes() -> None:
         for method in operations
         if method.upper() in {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
     }
-    api = {(m, p) for (m, p) in app_routes(app) if p not in DOC_ROUTES}
+    api = {(m, p) for (m, p) in app_routes(app) if p not in UNDOCUMENTED}
     assert api - documented == set(), "routes missing from the OpenAPI schema"
     assert documented - api == set(), "the OpenAPI schema lists routes the app lacks"
     for (method, path), allowed in INTENDED.items():
-        if allowed != PUBLIC:
+        if allowed not in (PUBLIC, SCRAPE):
             assert method.lower() in schema["paths"][path], (method, path)
 
 
@@ -328,6 +337,7 @@ async def _set_runs(m: Matrix, role: str | None) -> Call:
 
 PREPARE: dict[tuple[str, str], Prepare] = {
     **{(method, path): static(path) for path in DOC_ROUTES for method in ("GET", "HEAD")},
+    **{("GET", path): static(path) for path in ("/healthz", "/readyz", "/metrics")},
     ("POST", "/v1/auth/token"): _token,
     ("GET", "/v1/whoami"): static("/v1/whoami"),
     ("POST", "/v1/auth/refresh"): _refresh,
@@ -383,6 +393,8 @@ def classify(allowed: frozenset[str] | str, caller: str | None, status: int) -> 
         return "server error"
     if allowed == PUBLIC:
         return "public route refused" if status in (401, 403) else None
+    if allowed == SCRAPE:
+        return None if status in (401, 404) else "served to a caller without the scrape token"
     if caller is None:
         return None if status == 401 else "anonymous not refused with 401"
     if caller in allowed:
@@ -441,6 +453,9 @@ async def test_route_role_matrix(api: tuple[httpx.AsyncClient, World, FastAPI]) 
         (ADMIN, "admin", 500, True),
         (PUBLIC, None, 200, False),
         (PUBLIC, None, 401, True),
+        (SCRAPE, "admin", 404, False),
+        (SCRAPE, "admin", 401, False),
+        (SCRAPE, "admin", 200, True),
     ],
 )
 def test_classify(
