@@ -35,7 +35,7 @@ def rotate_key_command(
     ] = 1000,
     as_json: JsonFlag = False,
 ) -> None:
-    """Seal every value again under the active key (the last of the keys).
+    """Seal every value again under the active key (the last).
 
     Reference answers, explanations, answers and judge notes. Each batch is its own
     transaction: interrupted, it resumes when run again; run twice, the second run changes

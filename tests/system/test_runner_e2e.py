@@ -23,6 +23,7 @@ from fakellm.app import ServerConfig
 from tests.server.scoring.test_exactly_once import REPO, worker_process
 from tests.support import services
 from tests.support.api import JWT_SECRET, World, live_server, login, seed_world
+from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.database import new_postgres_database
 from tests.support.fake_llm import FakeLlm, running_fake_llm
 
@@ -52,6 +53,7 @@ def server_env(db_url: str, redis_url: str, llm: FakeLlm) -> dict[str, str]:
         "PROCTOR_DATABASE_URL": db_url,
         "PROCTOR_REDIS_URL": redis_url,
         "PROCTOR_JWT_SECRET": JWT_SECRET,
+        "PROCTOR_BANK_KEYS": TEST_BANK_KEYS,  # the judge worker reads the sealed references
         "PROCTOR_JUDGES": json.dumps([{"name": JUDGE, "base_url": llm.base_url, "model": "judge"}]),
         "PROCTOR_SCORING_POLL_S": "0.5",
         "PROCTOR_LEASE_IDLE_S": "2",
