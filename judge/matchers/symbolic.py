@@ -13,10 +13,8 @@ import math
 import random
 import re
 
-import sympy
-
 from judge.matchers.outcome import Match
-from judge.matchers.symbolic_parser import SYMPY_ERRORS, SympyExpr, parse_answer
+from judge.matchers.symbolic_parser import SYMPY_ERRORS, SympyExpr, parse_answer, sympy_module
 from judge.matchers.text import prepare
 
 _MAX_SIMPLIFY_OPS = 40
@@ -54,6 +52,7 @@ def _numeric_probe(left: SympyExpr, right: SympyExpr) -> tuple[int, int, bool]:
     half positive (where real-domain identities such as ``ln(x^2) = 2 ln x`` hold) and
     half negative.
     """
+    sympy = sympy_module()
     symbols = sorted(left.free_symbols | right.free_symbols, key=lambda symbol: symbol.name)
     generator = random.Random(20240531)
     agree = evaluated = 0
@@ -82,6 +81,7 @@ def _numeric_probe(left: SympyExpr, right: SympyExpr) -> tuple[int, int, bool]:
 
 def _cheap_to_simplify(expression: SympyExpr) -> bool:
     """Small enough that ``simplify`` stays fast: few operations, small integer powers."""
+    sympy = sympy_module()
     if sympy.count_ops(expression) > _MAX_SIMPLIFY_OPS:
         return False
     for power in expression.atoms(sympy.Pow):
@@ -124,6 +124,7 @@ def match_symbolic(answer: str, reference: str) -> Match:
     got = parse_answer(answer)
     if got is None:
         return Match(None, "symbolic", "no parseable expression in the answer")
+    sympy = sympy_module()
     shown = f"{sympy.sstr(got)[:60]} vs {sympy.sstr(expected)[:60]}"
     try:
         difference = got - expected  # SymPy's automatic canonicalisation only

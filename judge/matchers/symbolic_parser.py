@@ -19,13 +19,14 @@ towers of exponentials. Anything outside the subset raises :class:`_Refused`;
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from functools import cache
+from types import ModuleType
 from typing import Any, TypeAlias
-
-import sympy
 
 from judge.matchers.text import answer_line, brace_group, last_boxed, prepare
 
@@ -41,17 +42,42 @@ _MAX_RESULT_BITS = 4096
 _MAX_EXP_ARGUMENT = 1000
 _MAX_TOWER = 2
 
-_FUNCTIONS: dict[str, Callable[[SympyExpr], SympyExpr]] = {
-    "sin": sympy.sin,
-    "cos": sympy.cos,
-    "tan": sympy.tan,
-    "log": sympy.log,
-    "ln": sympy.log,
-    "exp": sympy.exp,
-    "sqrt": sympy.sqrt,
+_FUNCTION_NAMES: dict[str, str] = {
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "log": "log",
+    "ln": "log",
+    "exp": "exp",
+    "sqrt": "sqrt",
 }
-_CONSTANTS: dict[str, SympyExpr] = {"pi": sympy.pi, "e": sympy.E}
-_NAMES = sorted([*_FUNCTIONS, "pi"], key=len, reverse=True)
+"""The function names the parser accepts -> the SymPy function each one means."""
+_CONSTANT_NAMES: dict[str, str] = {"pi": "pi", "e": "E"}
+_NAMES = sorted([*_FUNCTION_NAMES, "pi"], key=len, reverse=True)
+
+
+@cache
+def sympy_module() -> ModuleType:
+    """SymPy, imported on first use.
+
+    Importing it costs about 0.3 s and 40 MB, and most processes (the API workers, most
+    ``proctor`` commands) never parse a formula.
+    """
+    return importlib.import_module("sympy")
+
+
+@cache
+def _functions() -> dict[str, Callable[[SympyExpr], SympyExpr]]:
+    sympy = sympy_module()
+    return {name: getattr(sympy, target) for name, target in _FUNCTION_NAMES.items()}
+
+
+@cache
+def _constants() -> dict[str, SympyExpr]:
+    sympy = sympy_module()
+    return {name: getattr(sympy, target) for name, target in _CONSTANT_NAMES.items()}
+
+
 _ALLOWED = re.compile(r"[0-9A-Za-z+\-*/^().\s]*")
 _TOKEN = re.compile(r"\s*(?:(?P<number>\d+(?:\.\d*)?|\.\d+)|(?P<name>[A-Za-z]+)|(?P<op>[-+*/^()]))")
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
@@ -279,13 +305,13 @@ class _Parser:
     def atom(self) -> SympyExpr:
         kind, text = self.take()
         if kind == "number":
-            return sympy.Rational(*_fraction_parts(text))
+            return sympy_module().Rational(*_fraction_parts(text))
         if kind == "name":
-            if text in _CONSTANTS:
-                return _CONSTANTS[text]
-            if text in _FUNCTIONS:
+            if text in _CONSTANT_NAMES:
+                return _constants()[text]
+            if text in _FUNCTION_NAMES:
                 return self.function(text)
-            return sympy.Symbol(text)
+            return sympy_module().Symbol(text)
         if text == "(":
             inner = self.expr()
             self.expect(")")
@@ -302,7 +328,7 @@ class _Parser:
         self.depth -= 1
         if name == "exp":
             _check_exp_argument(argument)
-        value = _FUNCTIONS[name](argument)
+        value = _functions()[name](argument)
         return value if exponent is None else _safe_power(value, exponent)
 
 
@@ -346,7 +372,7 @@ def _safe_power(base: SympyExpr, exponent: SympyExpr) -> SympyExpr:
             raise _Refused("exponent too large for a symbolic base")
     if base == 0 and exponent.is_number and exponent.is_nonpositive:
         raise _Refused("zero to a non-positive power")
-    return sympy.Pow(base, exponent)
+    return sympy_module().Pow(base, exponent)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -370,7 +396,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         elif found.group("name") is not None:
             run = found.group("name")
             pieces = _split_name_run(run)
-            unknown = any(piece not in _FUNCTIONS and piece != "pi" for piece in pieces)
+            unknown = any(piece not in _FUNCTION_NAMES and piece != "pi" for piece in pieces)
             if spaced and previous_name_run and unknown:
                 raise _Refused("words, not a formula")
             tokens.extend(("name", piece) for piece in pieces)
@@ -401,6 +427,7 @@ def _split_name_run(run: str) -> list[str]:
 
 def _tower(expr: SympyExpr) -> int:
     """Height of the tower of exponentials with non-constant exponents."""
+    sympy = sympy_module()
     if isinstance(expr, sympy.exp):
         return 1 + _tower(expr.args[0])
     if isinstance(expr, sympy.Pow) and not expr.exp.is_number:
