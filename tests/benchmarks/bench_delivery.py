@@ -69,6 +69,8 @@ import json
 import math
 import multiprocessing as mp
 import os
+import random
+import re
 import shutil
 import signal
 import statistics
@@ -76,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +91,10 @@ import httpx
 from tests.support.bank_keys import TEST_BANK_KEYS, install_test_keyring
 
 JWT_SECRET = "bench-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
-TARGET_A = 0.5
+TARGET_A = 0.3
+STRETCH_A = 0.5
 TARGET_B = 0.7
+TARGET_P99_MS = 100.0
 PGB_ID_PREFIX = "00000000-0000-4000-8000-"
 """pgbench sessions get ids ``PGB_ID_PREFIX || lpad(client_id, 12, '0')``."""
 ANSWER_ROUTE = "/v1/sessions/{session_id}/answers"
@@ -249,6 +254,7 @@ def client_process(
     window: tuple[float, float, float],
     conn: Any,
     client_kind: str = "raw",
+    pace_s: float = 0.0,
 ) -> None:
     """Entry point of one client process: run ``phase`` for ``vendors``, send results."""
     try:
@@ -257,7 +263,7 @@ def client_process(
         runner: Any = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
-    result = runner(_client_async(phase, vendors, base_url, window, client_kind))
+    result = runner(_client_async(phase, vendors, base_url, window, client_kind, pace_s))
     conn.send(result)
     conn.close()
 
@@ -268,11 +274,20 @@ async def _client_async(
     base_url: str,
     window: tuple[float, float, float],
     client_kind: str,
+    pace_s: float = 0.0,
 ) -> dict[str, Any]:
-    """``window`` = (start, measure_from, measure_until) on the ``time.time()`` clock."""
+    """``window`` = (start, measure_from, measure_until) on the ``time.time()`` clock;
+    ``pace_s``: in the ``paced`` phase, each vendor starts one cycle every ``pace_s``
+    seconds (open loop: on a schedule, whatever the previous cycle's latency)."""
     start, measure_from, until = window
-    latencies: dict[str, list[float]] = {"whoami": [], "next": [], "answer": []}
+    latencies: dict[str, list[float]] = {
+        "whoami": [],
+        "next": [],
+        "deliver": [],
+        "answer": [],
+    }
     errors: Counter[str] = Counter()
+    late: Counter[str] = Counter()
     exhausted = 0
     cpu: dict[str, float] = {}
     limits = httpx.Limits(max_connections=len(vendors), max_keepalive_connections=len(vendors))
@@ -345,13 +360,61 @@ async def _client_async(
                 status, _ = await call("POST", f"/v1/sessions/{sid}/answers", body)
                 record("answer", t2, time.time(), status, (201,))
 
+        async def deliver(token: str, sid: str) -> None:
+            """Every ``next`` delivers a fresh item (the session's pending window is its
+            size), never answered: the delivery path alone."""
+            nonlocal exhausted
+            call = requester(token)
+            while time.time() < until:
+                t0 = time.time()
+                status, _ = await call("GET", f"/v1/sessions/{sid}/next")
+                if status == 204:
+                    exhausted += 1
+                    return
+                record("deliver", t0, time.time(), status, (200,))
+                if status != 200:
+                    await asyncio.sleep(0.05)
+
+        async def paced(token: str, sid: str) -> None:
+            """Cycles started on a fixed schedule (random phase per vendor); a cycle that
+            starts late is counted (``late``), and latency is measured from the scheduled
+            start so that a queue in front of the server is not hidden."""
+            nonlocal exhausted
+            call = requester(token)
+            due = time.time() + random.uniform(0, pace_s)
+            while due < until:
+                await asyncio.sleep(max(0.0, due - time.time()))
+                if time.time() - due > pace_s:
+                    late["cycles"] += 1
+                t0 = due
+                status, item = await call("GET", f"/v1/sessions/{sid}/next")
+                t1 = time.time()
+                due += pace_s
+                if status == 204:
+                    exhausted += 1
+                    return
+                record("next", t0, t1, status, (200,))
+                if status != 200:
+                    continue
+                body = {"position": item["position"], "item_id": item["item_id"], "answer": "A"}
+                t2 = time.time()
+                status, _ = await call("POST", f"/v1/sessions/{sid}/answers", body)
+                record("answer", t2, time.time(), status, (201,))
+
         async def cpu_meter() -> None:
             await asyncio.sleep(max(0.0, measure_from - time.time()))
             c0, w0 = time.process_time(), time.time()
             await asyncio.sleep(max(0.0, until - time.time()))
             cpu["cores"] = (time.process_time() - c0) / max(1e-9, time.time() - w0)
 
-        loop = {"whoami": whoami, "next": next_only, "cycle": cycle}[phase]
+        loops = {
+            "whoami": whoami,
+            "next": next_only,
+            "cycle": cycle,
+            "deliver": deliver,
+            "paced": paced,
+        }
+        loop = loops[phase]
         await asyncio.sleep(max(0.0, start - time.time()))
         tasks = [asyncio.create_task(loop(token, sid)) for token, sid in vendors]
         meter = asyncio.create_task(cpu_meter())
@@ -363,6 +426,7 @@ async def _client_async(
         "errors": dict(errors),
         "failures": dict(failures),
         "exhausted": exhausted,
+        "late": late["cycles"],
         "cpu_cores": cpu.get("cores", 0.0),
     }
 
@@ -544,8 +608,12 @@ def run_phase(
     base_url: str,
     args: argparse.Namespace,
     cpu_groups: dict[str, list[int]],
+    pace_s: float = 0.0,
+    profile_to: Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``phase`` in ``args.client_procs`` processes; aggregate their results."""
+    """Run ``phase`` in ``args.client_procs`` processes; aggregate their results. With
+    ``profile_to``, py-spy samples the server's workers over the measured window and the
+    collapsed stacks are written there."""
     ctx = mp.get_context("spawn")
     n_procs = max(1, min(args.client_procs, len(vendors)))
     slices = [vendors[i::n_procs] for i in range(n_procs)]
@@ -565,6 +633,7 @@ def run_phase(
                 (start, measure_from, until),
                 sender,
                 args.client,
+                pace_s,
             ),
             daemon=True,
         )
@@ -575,8 +644,11 @@ def run_phase(
     probe = CpuProbe({**cpu_groups, "clients": [p.pid for p in procs if p.pid]})
     time.sleep(max(0.0, measure_from - time.time()))
     probe.start()
+    spy = start_profiler(cpu_groups["server"][0], args.duration, profile_to) if profile_to else None
     time.sleep(max(0.0, until - time.time()))
     cpu = probe.stop()
+    if spy is not None:
+        spy.wait(60)
     results = []
     for p, pipe in zip(procs, pipes, strict=True):
         if not pipe.poll(120):
@@ -598,6 +670,7 @@ def run_phase(
         "errors": dict(errors),
         "task_failures": dict(failures),
         "exhausted_sessions": sum(r["exhausted"] for r in results),
+        "late_cycles": sum(r["late"] for r in results),
         "client_process_cores": [round(r["cpu_cores"], 3) for r in results],
         "cpu_cores": {k: round(v, 3) for k, v in cpu.items()},
     }
@@ -612,6 +685,72 @@ def run_phase(
             "mean_ms": statistics.fmean(values),
         }
     return out
+
+
+def start_profiler(pid: int, duration: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` and its children (the workers) for ``duration`` seconds,
+    collapsed stacks (``--format raw``) into ``out``."""
+    spy = Path(sys.executable).with_name("py-spy")
+    cmd = [str(spy), "record", "--pid", str(pid), "--subprocesses", "--nonblocking"]
+    cmd += ["--rate", "200", "--duration", str(int(duration)), "--format", "raw"]
+    cmd += ["--output", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def top_frames(collapsed: Path, n: int = 25) -> list[tuple[str, float, float]]:
+    """The ``n`` functions with the most samples in ``collapsed`` (py-spy's raw format,
+    ``frame;frame;... count``): (function, self %, total %), by total; idle samples
+    (the event loop waiting) are counted in the total."""
+    self_n: Counter[str] = Counter()
+    total_n: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        k = int(count)
+        samples += k
+        frames = [_frame_name(f) for f in _PROCESS_FRAMES.sub("", stack).split(";") if f]
+        if not frames:
+            continue
+        self_n[frames[-1]] += k
+        for name in set(frames):
+            total_n[name] += k
+    if not samples:
+        return []
+    return [
+        (name, 100 * self_n[name] / samples, 100 * total / samples)
+        for name, total in total_n.most_common(n)
+    ]
+
+
+_PROCESS_FRAMES = re.compile(r'^(?:process \d+:"[^"]*";)+')
+"""py-spy's leading ``process PID:"command line"`` frames (a command line may hold ``;``)."""
+
+
+def _frame_name(frame: str) -> str:
+    """``func (path/to/module.py:123)`` -> ``func (module.py)``."""
+    name, _, where = frame.partition(" (")
+    file = where.rsplit(":", 1)[0].rsplit("/", 1)[-1].rstrip(")")
+    return f"{name} ({file})" if file else name
+
+
+async def widen_pending_window(url: str, sessions: list[dict[str, Any]]) -> None:
+    """Give the ``deliver`` phase's sessions a pending window of their whole size, so
+    every ``next`` delivers a fresh item."""
+    from sqlalchemy import text
+
+    from server.database import create_engine, unit_of_work
+
+    engine = create_engine(url)
+    try:
+        async with unit_of_work(engine) as db:
+            await db.execute(
+                text("UPDATE eval_sessions SET pending_window = n_items WHERE id = ANY(:ids)"),
+                {"ids": [uuid.UUID(s["session_id"]) for s in sessions]},
+            )
+    finally:
+        await engine.dispose()
 
 
 # --------------------------------------------------------------------------- #
@@ -775,7 +914,7 @@ def print_report(results: dict[str, Any]) -> None:
     header = f"{'phase':<8} {'request':<8} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'errors':>8}"
     print(header)
     print("-" * len(header))
-    for phase in ("whoami", "next", "cycle"):
+    for phase in ("whoami", "next", "deliver", "cycle", "paced"):
         r = results["phases"].get(phase)
         if not r:
             continue
@@ -814,6 +953,18 @@ def print_report(results: dict[str, Any]) -> None:
             f"  {name}: {ratio['value']:.3f} (target >= {ratio['target']})  {verdict}"
             f"   [{ratio['what']}]"
         )
+    latency = results.get("latency_target")
+    if latency:
+        verdict = "OK" if latency["value"] <= latency["target"] else "ABOVE TARGET"
+        print(
+            f"  p99 paced: {latency['value']:.1f} ms (target <= {latency['target']:g} ms)  "
+            f"{verdict}   [{latency['what']}]"
+        )
+    for phase, r in results["phases"].items():
+        if r.get("top_frames"):
+            print(f"\nprofile of the server workers, phase {phase} (self % / total %):")
+            for name, self_pct, total_pct in r["top_frames"]:
+                print(f"  {self_pct:5.1f} {total_pct:5.1f}  {name}")
     for note in results["notes"]:
         print(f"note: {note}")
 
@@ -827,7 +978,25 @@ def main() -> None:
     install_test_keyring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vendors", type=int, default=200, help="concurrent simulated vendors")
-    parser.add_argument("--items", type=int, default=100, help="items per vendor session (K)")
+    parser.add_argument("--items", type=int, default=150, help="items per vendor session (K)")
+    parser.add_argument(
+        "--deliver-items",
+        type=int,
+        default=120,
+        help="items per session of the deliver phase (each next delivers one)",
+    )
+    parser.add_argument(
+        "--paced-share",
+        type=float,
+        default=0.5,
+        help="the paced phase's rate as a share of the cycle phase's (saturated) rate",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="py-spy the server's workers in each phase (collapsed stacks into DIR, top "
+        "frames printed); the sampling costs the server some CPU",
+    )
     parser.add_argument("--workers", type=int, default=2, help="proctor serve --workers")
     parser.add_argument("--duration", type=int, default=20, help="measured seconds/phase")
     parser.add_argument("--warmup", type=float, default=5.0, help="warm-up seconds/phase")
@@ -851,8 +1020,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--phases",
-        default="whoami,next,cycle,pgbench",
-        help="comma-separated subset of whoami,next,cycle,pgbench",
+        default="whoami,next,deliver,cycle,paced,pgbench",
+        help="comma-separated subset of whoami,next,deliver,cycle,paced,pgbench "
+        "(paced needs cycle)",
     )
     parser.add_argument(
         "--pg-setting",
@@ -896,7 +1066,12 @@ def main() -> None:
         pg.create_database("bench")
         url = pg.url("bench")
         upgrade(url)
-        needed = args.vendors * args.items + pgb_clients * args.pgbench_items
+        n_deliver = args.vendors if "deliver" in phases else 0
+        needed = (
+            args.vendors * args.items
+            + n_deliver * args.deliver_items
+            + pgb_clients * args.pgbench_items
+        )
         info = asyncio.run(seed(url, math.ceil(needed * 1.2)))
         print(
             f"seeded {info['families']} item families in {info['seed_s']:.1f} s (needed {needed})",
@@ -908,11 +1083,13 @@ def main() -> None:
             "PROCTOR_REDIS_URL": redis.url,
             "PROCTOR_JWT_SECRET": JWT_SECRET,
             "PROCTOR_BANK_KEYS": TEST_BANK_KEYS,
-            "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (args.vendors + pgb_clients)),
-            "PROCTOR_MAX_SESSIONS_PER_PERIOD": str(100 * (args.vendors + pgb_clients)),
+            "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (2 * args.vendors + pgb_clients)),
+            "PROCTOR_MAX_SESSIONS_PER_PERIOD": str(100 * (2 * args.vendors + pgb_clients)),
             "PROCTOR_RATE_LIMIT_PER_MINUTE": "100000000",
             "PROCTOR_RATE_LIMIT_ORG_PER_MINUTE": "100000000",
-            "PROCTOR_MAX_SESSION_ITEMS": str(max(5000, args.items, args.pgbench_items)),
+            "PROCTOR_MAX_SESSION_ITEMS": str(
+                max(5000, args.items, args.pgbench_items, args.deliver_items)
+            ),
         }
         postmaster = int((pg.socket_dir / "data" / "postmaster.pid").read_text().split()[0])
         redis_pids = (
@@ -928,7 +1105,7 @@ def main() -> None:
         server = start_server(env, args.workers, workdir)
         try:
             started = time.perf_counter()
-            vendor_rows, pgb_rows = asyncio.run(
+            vendor_rows, pgb_rows, deliver_rows = asyncio.run(
                 open_sessions(
                     server.url,
                     info["key"],
@@ -936,35 +1113,66 @@ def main() -> None:
                     [
                         (args.vendors, args.items),
                         (pgb_clients if "pgbench" in phases else 0, args.pgbench_items),
+                        (n_deliver, args.deliver_items),
                     ],
                 )
             )
             short = [
                 r
-                for r in vendor_rows + pgb_rows
-                if r["n_items"] < (args.items if r in vendor_rows else args.pgbench_items)
+                for rows, asked in (
+                    (vendor_rows, args.items),
+                    (pgb_rows, args.pgbench_items),
+                    (deliver_rows, args.deliver_items),
+                )
+                for r in rows
+                if r["n_items"] < asked
             ]
             print(
-                f"opened {len(vendor_rows) + len(pgb_rows)} sessions in "
+                f"opened {len(vendor_rows) + len(pgb_rows) + len(deliver_rows)} sessions in "
                 f"{time.perf_counter() - started:.1f} s"
                 + (f" ({len(short)} got fewer items than asked)" if short else ""),
                 flush=True,
             )
+            if deliver_rows:
+                asyncio.run(widen_pending_window(url, deliver_rows))
             asyncio.run(analyze(url))
             vendors = [Vendor(r["token"], r["session_id"]) for r in vendor_rows]
+            deliverers = [Vendor(r["token"], r["session_id"]) for r in deliver_rows]
+            profile_dir = Path(args.profile) if args.profile else None
+            if profile_dir is not None:
+                profile_dir.mkdir(parents=True, exist_ok=True)
             cpu_groups = {
                 "server": [server.process.pid],
                 "postgres": [postmaster],
                 "redis": redis_pids,
             }
-            for phase in ("whoami", "next", "cycle"):
+            for phase in ("whoami", "next", "deliver", "cycle", "paced"):
                 if phase not in phases:
                     continue
+                pace_s = 0.0
+                if phase == "paced":
+                    saturated = results["phases"]["cycle"]["requests"]["answer"]["per_s"]
+                    pace_s = len(vendors) / (args.paced_share * saturated)
+                    results["paced_rate"] = args.paced_share * saturated
                 print(
-                    f"phase {phase}: {args.warmup:g} s warm-up + {args.duration:g} s ...",
+                    f"phase {phase}: {args.warmup:g} s warm-up + {args.duration:g} s"
+                    + (f" at {len(vendors) / pace_s:.1f} cycles/s" if pace_s else "")
+                    + " ...",
                     flush=True,
                 )
-                results["phases"][phase] = run_phase(phase, vendors, server.url, args, cpu_groups)
+                results["phases"][phase] = run_phase(
+                    phase,
+                    deliverers if phase == "deliver" else vendors,
+                    server.url,
+                    args,
+                    cpu_groups,
+                    pace_s=pace_s,
+                    profile_to=profile_dir / f"{phase}.txt" if profile_dir else None,
+                )
+                if profile_dir is not None and (profile_dir / f"{phase}.txt").exists():
+                    results["phases"][phase]["top_frames"] = top_frames(
+                        profile_dir / f"{phase}.txt"
+                    )
         finally:
             server.stop()
             if args.keep_log:
@@ -990,33 +1198,60 @@ def main() -> None:
         results["rows"] = asyncio.run(count_rows(url))
 
     ph = results["phases"]
-    answer_rate = ph.get("cycle", {}).get("requests", {}).get("answer", {}).get("per_s")
-    next_rate = ph.get("next", {}).get("requests", {}).get("next", {}).get("per_s")
-    next_delivery = ph.get("cycle", {}).get("requests", {}).get("next", {}).get("per_s")
-    whoami_rate = ph.get("whoami", {}).get("requests", {}).get("whoami", {}).get("per_s")
+
+    def rate(phase: str, kind: str) -> float | None:
+        value: float | None = ph.get(phase, {}).get("requests", {}).get(kind, {}).get("per_s")
+        return value
+
+    answer_rate = rate("cycle", "answer")
+    next_rate = rate("next", "next")
+    deliver_rate = rate("deliver", "deliver")
+    next_in_cycle = rate("cycle", "next")
+    whoami_rate = rate("whoami", "whoami")
     tps = results.get("pgbench", {}).get("tps")
+    paced = ph.get("paced", {}).get("requests", {})
+    paced_p99 = max((paced[k]["p99_ms"] for k in ("next", "answer") if k in paced), default=None)
     results["ratios"] = {
         "A submit/pgbench": {
             "value": answer_rate / tps if answer_rate and tps else None,
             "target": TARGET_A,
-            "what": f"answer req/s {answer_rate or 0:.1f} / pgbench tps {tps or 0:.1f}",
+            "what": f"answer req/s {answer_rate or 0:.1f} / pgbench tps {tps or 0:.1f} "
+            f"(stretch {STRETCH_A})",
         },
-        "B next/whoami": {
+        "B next-delivering/whoami": {
+            "value": deliver_rate / whoami_rate if deliver_rate and whoami_rate else None,
+            "target": TARGET_B,
+            "what": f"deliver-phase next req/s {deliver_rate or 0:.1f} / whoami req/s "
+            f"{whoami_rate or 0:.1f}",
+        },
+        "B' next-pending/whoami (info)": {
             "value": next_rate / whoami_rate if next_rate and whoami_rate else None,
             "target": TARGET_B,
-            "what": f"next req/s {next_rate or 0:.1f} / whoami req/s {whoami_rate or 0:.1f}",
+            "what": f"next req/s {next_rate or 0:.1f} (pending item again) / whoami req/s",
         },
-        "B' next-with-delivery/whoami (info)": {
-            "value": next_delivery / whoami_rate if next_delivery and whoami_rate else None,
+        "B'' cycle next/whoami (info)": {
+            "value": next_in_cycle / whoami_rate if next_in_cycle and whoami_rate else None,
             "target": TARGET_B,
-            "what": f"cycle-phase next req/s {next_delivery or 0:.1f} / whoami req/s",
+            "what": f"cycle-phase next req/s {next_in_cycle or 0:.1f} / whoami req/s "
+            "(half of the cycle's requests)",
         },
     }
+    if paced_p99 is not None:
+        results["latency_target"] = {
+            "value": paced_p99,
+            "target": TARGET_P99_MS,
+            "what": f"p99 of next and answer at {results.get('paced_rate', 0):.1f} cycles/s "
+            f"({args.paced_share:g} x the cycle phase's {answer_rate or 0:.1f})",
+        }
     for phase, r in ph.items():
         if r["exhausted_sessions"]:
             results["notes"].append(
                 f"{phase}: {r['exhausted_sessions']} vendor sessions ran out of items; "
                 "raise --items"
+            )
+        if r.get("late_cycles"):
+            results["notes"].append(
+                f"{phase}: {r['late_cycles']} cycles started more than one period late"
             )
         if r["errors"] or r["task_failures"]:
             results["notes"].append(f"{phase}: errors {r['errors']} failures {r['task_failures']}")
