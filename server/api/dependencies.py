@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.api.runtime import Runtime
 from server.auth.permissions import Permission, Principal
-from server.auth.service import is_revoked, principal_from
+from server.auth.service import is_revoked_recently_checked, principal_from
 from server.auth.throttle import (
     client_address,
     failure_limit,
@@ -27,7 +27,9 @@ from server.auth.tokens import InvalidToken
 from server.errors import Forbidden, Unauthorized
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async: FastAPI would run a plain function in its thread pool, a thread hand-off
+    # per request
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -82,7 +84,7 @@ async def _verified_principal(request: Request, runtime: Runtime, db: AsyncSessi
         claims = runtime.codec.verify(token.strip())
     except InvalidToken:
         raise Unauthorized("invalid or expired token") from None
-    if await is_revoked(db, claims=claims):
+    if await is_revoked_recently_checked(db, claims=claims):
         raise Unauthorized("token revoked")
     return principal_from(claims)
 

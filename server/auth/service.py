@@ -15,8 +15,10 @@ from server.auth.key_check import live_api_key
 from server.auth.keys import display_prefix, generate_api_key, hash_api_key
 from server.auth.models import ApiKey, RevokedToken
 from server.auth.permissions import PLATFORM_ROLES, Principal, Role
+from server.auth.revocation_cache import REVOCATIONS
 from server.auth.tokens import TokenClaims, TokenCodec
 from server.errors import InvalidInput, NotFound, Unauthorized
+from server.observability import metrics
 from server.orgs.models import Organisation
 from server.orgs.service import find_operator_org
 from server.sessions.service import get_session
@@ -119,11 +121,33 @@ async def is_revoked(session: AsyncSession, *, claims: TokenClaims) -> bool:
     return bool(await session.scalar(select(or_(*refused))))
 
 
+async def is_revoked_recently_checked(session: AsyncSession, *, claims: TokenClaims) -> bool:
+    """``is_revoked``, answered without the database for a token this process found live
+    less than ``revocation_cache.LIVE_FOR_S`` seconds ago (5 s): a revocation made through
+    this process counts at once, one made by another process within that bound (see
+    ``server.auth.revocation_cache``)."""
+    if REVOCATIONS.is_known_live(claims.jti):
+        return False
+    generation = REVOCATIONS.generation
+    if await is_revoked(session, claims=claims):
+        return True
+    REVOCATIONS.remember_live(claims.jti, generation=generation)
+    return False
+
+
+def _forget_live_tokens(session: AsyncSession) -> None:
+    """A revocation is being written: this process trusts no remembered token now and
+    again once it commits (a request that read "live" meanwhile remembers nothing)."""
+    REVOCATIONS.forget_all()
+    metrics.on_commit(session, REVOCATIONS.forget_all)
+
+
 async def revoke_token(
     session: AsyncSession, *, jti: str, expires_at: datetime | None = None
 ) -> bool:
     """Refuse token ``jti`` from now on; returns False if it was revoked already."""
     until = expires_at or datetime.max.replace(tzinfo=UTC)
+    _forget_live_tokens(session)
     inserted = await insert_ignore(
         session,
         RevokedToken,
@@ -135,6 +159,7 @@ async def revoke_token(
 
 async def revoke_api_key(session: AsyncSession, *, key_id: uuid.UUID) -> None:
     """Revoke key ``key_id`` and, with it, every token issued for it."""
+    _forget_live_tokens(session)
     result = await session.execute(
         update(ApiKey)
         .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
