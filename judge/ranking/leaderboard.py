@@ -258,7 +258,7 @@ def build_leaderboard(
     if not ranked:
         return Leaderboard((), None, False, None, (), threshold, confidence_level, disciplines)
     runs = RunScores(
-        {r.key: [list(s) for s in r.sessions if len(s)] for r in ranked},
+        {r.key: [_scores(s) for s in r.sessions if len(s)] for r in ranked},
         {r.key: list(r.estimated_sessions) for r in ranked if r.estimated_sessions},
     )
     boot = hierarchical_bootstrap(runs, n_resamples=n_resamples, rng=seed)
@@ -292,6 +292,14 @@ def build_leaderboard(
     return Leaderboard(
         rows, chosen, designated, note, ranking.groups, threshold, confidence_level, disciplines
     )
+
+
+def _scores(session: Sequence[int]) -> Sequence[int]:
+    """A session's item scores as ``RunScores`` takes them: an integer array as it is (a
+    million scores are not copied into a list and checked one by one), else a list."""
+    if isinstance(session, np.ndarray) and session.dtype.kind in "iu":
+        return session
+    return list(session)
 
 
 def _relative(

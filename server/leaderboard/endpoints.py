@@ -61,8 +61,13 @@ async def read_leaderboard(
     visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     judges = JudgeAssignment.single(judge) if judge else runtime.judging
-    data = await service.configured_leaderboard(
-        db, settings=settings, judges=judges, baselines=baselines, diagnostics=diagnostics
+    data = await service.fresh_leaderboard(
+        db,
+        settings=settings,
+        judges=judges,
+        engine=runtime.engine,
+        baselines=baselines,
+        diagnostics=diagnostics,
     )
     if view == "disciplines":
         return disciplines_out(data, visibility)

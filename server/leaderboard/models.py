@@ -29,3 +29,27 @@ class RankingAnchor(Base):
     )
     set_by: Mapped[str] = mapped_column(String(64))
     set_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+CHANGE_SLOTS = 16
+"""Rows of ``leaderboard_changes``: concurrent writers bump different rows (see there)."""
+
+
+class LeaderboardChange(Base):
+    """A counter of the changes to the leaderboard's inputs, kept by the database.
+
+    On PostgreSQL, triggers (migration ``e1f2a3b4c5d6``) add one to a row whenever a
+    verdict is written or removed, a session's state, model or mode changes (or a scored
+    session is inserted or deleted), a review task is opened, closed or removed, an anchor
+    is designated, a model or organisation is added, changed or removed, or an item's
+    discipline changes. The sum over the rows is the leaderboard's data version
+    (``server.leaderboard.service.data_version``): one read of ``CHANGE_SLOTS`` rows,
+    whatever the number of verdicts, and every process on the database sees it. Each
+    writing connection bumps the row ``pg_backend_pid() % CHANGE_SLOTS``, so concurrent
+    scoring transactions rarely wait for one another's row lock.
+    """
+
+    __tablename__ = "leaderboard_changes"
+
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    n: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), default=0)

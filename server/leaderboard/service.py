@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import math
 import uuid
@@ -56,7 +57,8 @@ from server.calibration.gate import JudgeCalibrationView, calibration_of
 from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.errors import NotFound
-from server.leaderboard.models import RankingAnchor
+from server.leaderboard.aggregates import aggregate_fixed_scores, can_aggregate
+from server.leaderboard.models import LeaderboardChange, RankingAnchor
 from server.orgs.models import Organisation
 from server.registry.models import RegisteredModel
 from server.review.models import ReviewTask, ReviewTaskState
@@ -239,11 +241,13 @@ async def leaderboard(
     Scored and reviewed adaptive sessions count as sessions of their model by their
     estimates (``_adaptive_estimates``); a model with adaptive sessions only is ranked
     too. Their answers' latencies and tokens count in the model's usage."""
-    collected = {
-        mode: await _scores_by_model(db, mode=mode, judges=judges, prompt_version=prompt_version)
-        for mode in (SessionMode.FIXED, SessionMode.REPLAY, SessionMode.ANCHOR)
-    }
-    fixed, replay, anchor_set = (collected[m] for m in collected)
+    fixed = await _fixed_scores(
+        db, judges=judges, prompt_version=prompt_version, items_needed=baselines
+    )
+    replay, anchor_set = [
+        await _scores_by_model(db, mode=mode, judges=judges, prompt_version=prompt_version)
+        for mode in (SessionMode.REPLAY, SessionMode.ANCHOR)
+    ]
     adaptive = await _scores_by_model(
         db, mode=SessionMode.ADAPTIVE, judges=judges, prompt_version=prompt_version
     )
@@ -280,6 +284,24 @@ async def leaderboard(
     extra = _baselines(fixed) if baselines else None
     found = board_diagnostics(board) if diagnostics else None
     return LeaderboardData(board, contamination, judges, prompt_version, extra, found, calibration)
+
+
+async def _fixed_scores(
+    db: AsyncSession, *, judges: JudgeAssignment, prompt_version: str, items_needed: bool
+) -> dict[uuid.UUID, _Collected]:
+    """The fixed sessions' scores: aggregated by the database where that gives exactly
+    the same statistics (``server.leaderboard.aggregates``), else row by row."""
+    if can_aggregate(db, judges, items_needed=items_needed):
+        return await aggregate_fixed_scores(
+            db,
+            mode=SessionMode.FIXED,
+            judges=judges,
+            prompt_version=prompt_version,
+            make=_Collected,
+        )
+    return await _scores_by_model(
+        db, mode=SessionMode.FIXED, judges=judges, prompt_version=prompt_version
+    )
 
 
 def _judge_panels(
@@ -607,9 +629,24 @@ _memo: OrderedDict[Hashable, tuple[Hashable, Any]] = OrderedDict()
 
 async def data_version(db: AsyncSession) -> Hashable:
     """A value that changes whenever an input of the leaderboard may have: a verdict added
-    or removed (its highest id and count), a session scored or reviewed, a review task
-    opened or closed, an anchor designated, a model registered; with the database's URL.
-    One statement of index-backed aggregates (a count of the verdicts is the dearest)."""
+    or removed, a session scored or reviewed, a review task opened or closed, an anchor
+    designated, a model registered; with the database's URL.
+
+    On PostgreSQL it is the sum of ``leaderboard_changes``, which the database's triggers
+    bump on every such write, whoever makes it (any worker, process or host): sixteen rows,
+    whatever the number of verdicts. It is read before the data it labels, so a value
+    computed under it is never older than it. Elsewhere (SQLite) it is ``_counted_version``.
+    """
+    if db.get_bind().dialect.name == "postgresql":
+        total = await db.scalar(select(func.sum(LeaderboardChange.n)))
+        return (str(db.get_bind().engine.url), "changes", int(total or 0))
+    return await _counted_version(db)
+
+
+async def _counted_version(db: AsyncSession) -> Hashable:
+    """The data version from the tables: a verdict added or removed (its highest id and
+    count), and the counts behind the other inputs. One statement of index-backed
+    aggregates (a count of the verdicts is the dearest)."""
     scored = EvalSession.state.in_(SCORED_STATE_VALUES)
     is_open = ReviewTask.state == ReviewTaskState.OPEN.value
     figures = (
@@ -738,16 +775,7 @@ async def cached_leaderboard(
     page view, and on a big deployment computing it takes seconds. With ``refresh_on``, a
     board computed before the latest change is returned at once with ``stale`` set while
     a thread computes the new one (``_memoised``)."""
-    key = (
-        "leaderboard",
-        _judges_key(judges),
-        PROMPT_VERSION,
-        settings.leaderboard_resamples,
-        settings.leaderboard_tie_threshold,
-        settings.contamination_gap_threshold,
-        baselines,
-        diagnostics,
-    )
+    key = _board_key(settings, judges, baselines=baselines, diagnostics=diagnostics)
 
     async def compute(own: AsyncSession) -> LeaderboardData:
         return await configured_leaderboard(
@@ -757,6 +785,117 @@ async def cached_leaderboard(
     data, fresh = await _memoised(db, key, compute, refresh_on=refresh_on)
     calibration = await calibration_of(db, settings, judges.default)
     return dataclasses.replace(data, calibration=calibration, stale=not fresh)
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    """A computation of one memo key in a thread, giving ``(version, value)``; ``mark``
+    orders its start against the version reads of requests (``_marks``)."""
+
+    mark: int
+    task: asyncio.Task[tuple[Hashable, Any]]
+
+
+_builds: dict[Hashable, _Build] = {}
+_marks = itertools.count()
+
+
+async def _fresh(
+    db: AsyncSession,
+    key: Hashable,
+    compute: Callable[[AsyncSession], Awaitable[_T]],
+    *,
+    engine: AsyncEngine,
+) -> _T:
+    """``compute``'s value on data at least as new as the data version read now: the
+    memo's when its version is that one (one read of ``leaderboard_changes``), else a
+    build's in a thread of its own (the server's event loop keeps serving; on SQLite, on
+    the request's own connection, computed now). One build at a
+    time per key, which every request arriving meanwhile joins; a request takes its value
+    if the build read a version no older than its own (``_covers``) or started after the
+    request's version read, and otherwise waits for the next build. Never a value older
+    than a change committed before the request read the version."""
+    key = (str(db.get_bind().engine.url), key)
+    version = await data_version(db)
+    found = _memo.get(key)
+    if found is not None and found[0] == version:
+        _memo.move_to_end(key)
+        return found[1]  # type: ignore[no-any-return]
+    if engine.dialect.name != "postgresql":  # SQLite: a second connection may wait on a lock
+        value = await compute(db)
+        _remember(key, version, value)
+        return value
+    mark = next(_marks)
+    while True:
+        build = _builds.get(key)
+        if build is None or build.task.done():
+            build = _Build(next(_marks), asyncio.create_task(_build(key, compute, engine)))
+            _builds[key] = build
+        built, value = await asyncio.shield(build.task)  # a failed build fails its requests
+        if build.mark > mark or _covers(built, version):
+            return value
+
+
+def _covers(built: Hashable, seen: Hashable) -> bool:
+    """Whether data of version ``built`` include every change counted in ``seen``: the
+    change counter only grows (PostgreSQL); other versions only by equality."""
+    counted = isinstance(built, tuple) and isinstance(seen, tuple) and len(built) == len(seen) == 3
+    if counted and built[:2] == seen[:2] and built[1] == "changes":  # type: ignore[index]
+        return bool(built[2] >= seen[2])  # type: ignore[index]
+    return built == seen
+
+
+async def _build(
+    key: Hashable, compute: Callable[[AsyncSession], Awaitable[_T]], engine: AsyncEngine
+) -> tuple[Hashable, _T]:
+    url = engine.url.render_as_string(hide_password=False)
+    version, value = await asyncio.to_thread(_compute_in_thread, compute, url)
+    _remember(key, version, value)  # on the server's loop: the memo has one writer
+    return version, value
+
+
+async def fresh_leaderboard(
+    db: AsyncSession,
+    *,
+    settings: Settings,
+    judges: JudgeAssignment,
+    engine: AsyncEngine,
+    baselines: bool = False,
+    diagnostics: bool = False,
+) -> LeaderboardData:
+    """``configured_leaderboard`` as ``GET /v1/leaderboard`` serves it: from the memo
+    while ``data_version`` is unchanged, else computed off the event loop and waited for
+    (``_fresh``): never a board older than the latest verdict, review or anchor the
+    request could have seen. The board is the console's (diagnostics included, dropped
+    here unless asked for), so the API and the console share one computation; the
+    judge's calibration is read fresh every time."""
+    key = _board_key(settings, judges, baselines=baselines, diagnostics=True)
+
+    async def compute(own: AsyncSession) -> LeaderboardData:
+        return await configured_leaderboard(
+            own, settings=settings, judges=judges, baselines=baselines, diagnostics=True
+        )
+
+    data = await _fresh(db, key, compute, engine=engine)
+    calibration = await calibration_of(db, settings, judges.default)
+    return dataclasses.replace(
+        data, calibration=calibration, diagnostics=data.diagnostics if diagnostics else None
+    )
+
+
+def _board_key(
+    settings: Settings, judges: JudgeAssignment, *, baselines: bool, diagnostics: bool
+) -> Hashable:
+    return (
+        "leaderboard",
+        _judges_key(judges),
+        PROMPT_VERSION,
+        settings.leaderboard_resamples,
+        settings.leaderboard_tie_threshold,
+        settings.contamination_gap_threshold,
+        baselines,
+        diagnostics,
+    )
 
 
 async def cached_session_scores(

@@ -1,0 +1,185 @@
+"""The fixed sessions' input to the leaderboard, aggregated by PostgreSQL.
+
+``server.leaderboard.service._scores_by_model`` reads every counting verdict and decides
+each answer's score in Python: a million verdicts cost seconds of row handling. When one
+judge scores everything (the assignment has a single judge) and no per-item figure is
+asked for (Elo and Bradley-Terry need the items), the statistics need less than the rows:
+
+* the bootstrap (``judge.ranking.stability.hierarchical_bootstrap``) reads a fixed
+  session only through how many of its items scored 0, 1, 2 and 3 (its multinomial stage
+  draws from those counts), so a session is its four counts, in the sessions' order;
+* a discipline's pooled score and standard error are the mean and standard deviation of
+  its item scores: its counts per score again;
+* latency's median and 95th percentile depend on the multiset of per-answer times, not
+  their order; tokens are sums.
+
+This module asks PostgreSQL for one row per (session, discipline, score) with the count,
+the token sums and the answers' latencies, with each answer's score decided in SQL exactly
+as ``server.scoring.effective`` decides it for a single judge: the reviewers' mean rounded
+half to even when a person scored the answer, else the judge's score, else the answer
+waits for review and is left out. The result has the shape of the row-by-row reader's
+(``_Collected``), so everything downstream is unchanged. Exactness: session counts, token
+sums, latencies (``EXTRACT(EPOCH ...)`` and ``timedelta.total_seconds`` both round the
+exact microsecond count once) and discipline means are identical; a discipline's standard
+error is summed in another order, so it may differ in its last bit or so.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Double, and_, case, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.sqltypes import NullType
+
+from bank.models import Item
+from judge.ranking.scores import MAX_SCORE
+from server.review.models import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
+from server.scoring.assignment import JudgeAssignment
+from server.scoring.models import Verdict
+from server.sessions.models import Answer, EvalSession
+from server.sessions.modes import SessionMode
+from server.sessions.states import SCORED_STATE_VALUES
+
+__all__ = ["aggregate_fixed_scores", "can_aggregate"]
+
+SCORES = np.arange(MAX_SCORE + 1)
+
+
+def can_aggregate(db: AsyncSession, judges: JudgeAssignment, *, items_needed: bool) -> bool:
+    """Whether ``aggregate_fixed_scores`` gives exactly what the row-by-row reader gives:
+    on PostgreSQL, one judge, no per-item figures."""
+    return (
+        db.get_bind().dialect.name == "postgresql"
+        and len(judges.every_judge) == 1
+        and not items_needed
+    )
+
+
+def _half_even(total: ColumnElement[Any], n: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``round(total / n)`` half to even, in integers (``round(statistics.fmean(...))``
+    of a few integer scores: the mean is never within a rounding error of a half unless
+    it is one)."""
+    q = total // n  # integer division: scores are not negative
+    twice_rest = 2 * (total - q * n)
+    return case(
+        (twice_rest > n, q + 1),
+        (twice_rest < n, q),
+        else_=q + q % 2,
+    )
+
+
+async def aggregate_fixed_scores(
+    db: AsyncSession,
+    *,
+    mode: SessionMode,
+    judges: JudgeAssignment,
+    prompt_version: str,
+    make: Callable[[], Any],
+) -> dict[uuid.UUID, Any]:
+    """Per model (in the order of its first scored session, oldest first) a ``make()``
+    record (``_Collected``) filled from the aggregates: ``sessions`` (session id -> its
+    item scores, sorted), ``disciplines``, ``latencies_s`` and the token sums. ``items``,
+    ``positions`` and ``panel`` stay empty (see ``can_aggregate``)."""
+    (judge,) = judges.every_judge
+    scored = (
+        select(EvalSession.id, EvalSession.model_id, EvalSession.created_at)
+        .where(EvalSession.state.in_(SCORED_STATE_VALUES), EvalSession.mode == mode.value)
+        .subquery("s")
+    )
+    human = (
+        select(
+            Verdict.session_id,
+            Verdict.position,
+            func.sum(Verdict.score).label("total"),
+            func.count(Verdict.score).label("n"),
+        )
+        .join(scored, scored.c.id == Verdict.session_id)
+        .where(
+            Verdict.judge.startswith(HUMAN_PREFIX, autoescape=True),
+            Verdict.prompt_version == HUMAN_PROMPT_VERSION,
+            Verdict.score.is_not(None),
+        )
+        .group_by(Verdict.session_id, Verdict.position)
+        .subquery("h")
+    )
+    judged = aliased(Verdict, name="j")
+    score = case((human.c.n > 0, _half_even(human.c.total, human.c.n)), else_=judged.score).label(
+        "score"
+    )
+    latency = func.greatest(
+        0.0,
+        cast(func.extract("epoch", Answer.submitted_at - Answer.delivered_at), Double()),
+    )
+    usage = and_(Answer.prompt_tokens.is_not(None), Answer.completion_tokens.is_not(None))
+    rows = await db.execute(
+        select(
+            scored.c.model_id,
+            scored.c.id,
+            Item.discipline,
+            score,
+            func.count().label("n"),
+            func.coalesce(func.sum(Answer.prompt_tokens).filter(usage), 0).label("prompt"),
+            func.coalesce(func.sum(Answer.completion_tokens).filter(usage), 0).label("completion"),
+            func.count().filter(usage).label("with_usage"),
+            func.array_agg(latency, type_=NullType()).label(
+                "latencies"
+            ),  # asyncpg decodes the array
+        )
+        .select_from(Answer)
+        .join(scored, scored.c.id == Answer.session_id)
+        .join(Item, Item.id == Answer.item_id)
+        .outerjoin(
+            judged,
+            and_(
+                judged.session_id == Answer.session_id,
+                judged.position == Answer.position,
+                judged.judge == judge,
+                judged.prompt_version == prompt_version,
+            ),
+        )
+        .outerjoin(
+            human,
+            and_(human.c.session_id == Answer.session_id, human.c.position == Answer.position),
+        )
+        .where(score.is_not(None))
+        .group_by(scored.c.created_at, scored.c.id, scored.c.model_id, Item.discipline, score)
+        .order_by(scored.c.created_at, scored.c.id)
+    )
+    return _assemble(rows, make)
+
+
+def _assemble(rows: Any, make: Callable[[], Any]) -> dict[uuid.UUID, Any]:
+    counts: dict[uuid.UUID, dict[uuid.UUID, np.ndarray]] = {}
+    by_discipline: dict[uuid.UUID, dict[str, np.ndarray]] = {}
+    latencies: dict[uuid.UUID, list[float]] = {}
+    out: dict[uuid.UUID, Any] = {}
+    for row in rows:
+        entry = out.get(row.model_id)
+        if entry is None:
+            entry = out[row.model_id] = make()
+            counts[row.model_id], by_discipline[row.model_id] = {}, {}
+            latencies[row.model_id] = []
+        value = int(row.score)
+        counts[row.model_id].setdefault(row.id, np.zeros(MAX_SCORE + 1, np.int64))[value] += row.n
+        by_discipline[row.model_id].setdefault(row.discipline, np.zeros(MAX_SCORE + 1, np.int64))[
+            value
+        ] += row.n
+        latencies[row.model_id].extend(row.latencies)
+        entry.prompt_tokens += int(row.prompt)
+        entry.completion_tokens += int(row.completion)
+        entry.n_with_usage += int(row.with_usage)
+    for model_id, entry in out.items():
+        entry.sessions = {
+            session: np.repeat(SCORES, found) for session, found in counts[model_id].items()
+        }
+        entry.disciplines = {
+            name: np.repeat(SCORES, found) for name, found in by_discipline[model_id].items()
+        }
+        entry.latencies_s = latencies[model_id]
+    return out
