@@ -158,20 +158,39 @@ class _Node:
 
     @classmethod
     def build(cls, cells: Iterable[StratumSupply]) -> _Node:
+        """The tree of ``cells`` (a key given twice is summed), counts summed upwards.
+
+        Thousands of cells per sample: the loop only places leaves; the sums are taken
+        afterwards over the few inner nodes."""
         root = cls()
+        disciplines = root.children
         for cell in cells:
-            available = max(0, min(cell.available, cell.bank))
-            node = root
-            for name in cell.key:
-                node.bank += cell.bank
-                node.available += available
-                child = node.children.get(name)
-                if child is None:
-                    child = node.children[name] = cls()
-                node = child
-            node.bank += cell.bank
-            node.available += available
+            discipline, qtype, sub = cell.key
+            bank = cell.bank
+            available = max(0, min(cell.available, bank))
+            types = disciplines.get(discipline)
+            if types is None:
+                types = disciplines[discipline] = cls()
+            subs = types.children.get(qtype)
+            if subs is None:
+                subs = types.children[qtype] = cls()
+            leaf = subs.children.get(sub)
+            if leaf is None:
+                subs.children[sub] = cls(bank, available)
+            else:
+                leaf.bank += bank
+                leaf.available += available
+        root._sum_children(depth=0)
         return root
+
+    def _sum_children(self, depth: int) -> None:
+        """Set the inner nodes' counts to their children's sums (leaves are at depth 3)."""
+        if depth == 3:
+            return
+        for child in self.children.values():
+            child._sum_children(depth + 1)
+        self.bank = sum(c.bank for c in self.children.values())
+        self.available = sum(c.available for c in self.children.values())
 
 
 @dataclass(slots=True)

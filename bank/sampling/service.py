@@ -1,10 +1,19 @@
 """Drawing and persisting a session's sample from the database.
 
-``draw_sample`` reads the maintained stratum counts (one query), plans quotas
-(``plan.plan_quotas``), then fetches only the slots the seeded rank streams point at
-(one indexed query per round, usually one round) and selects with ``draw.select``.
+``draw_sample`` reads the maintained stratum counts and the evaluated disciplines (one
+query), plans quotas (``plan.plan_quotas``), then fetches only the slots the seeded rank
+streams point at and selects with ``draw.select``. Each fetch is one indexed statement;
+on PostgreSQL it returns only the eligible candidates (active, family not served to the
+organisation), so the rows that cross the wire are about the sample's size. The first
+fetch asks each stratum for a little more than its quota at the stratum's known
+acceptance rate; the few strata that come up short get a second, small fetch.
 A stratum that turns out shorter than its counts promised is capped at what it gave
 and the plan is redone, so its shortfall moves to its siblings.
+
+Which items are drawn depends only on the seed, the bank and the organisation's exposure:
+``draw.select`` keeps, in stream order, the first eligible candidates, and every fetch
+extends the same seeded streams, so how many ranks a round asks for changes the cost,
+never the sample.
 """
 
 from __future__ import annotations
@@ -16,16 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, func, select, true
+from sqlalchemy import and_, false, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
-from bank.disciplines import sampled_disciplines
 from bank.locks import lock
 from bank.models import (
     SLOT_RANK_BITS,
+    Discipline,
     Exposure,
     Item,
+    ItemStatus,
     OrgStratumExclusion,
     Sample,
     SampleItem,
@@ -41,6 +51,8 @@ DEFAULT_N = 1000
 SEED_BYTES = 16
 MIN_ACCEPTANCE = 0.05
 MAX_ROUNDS = 1000
+PRIOR_WEIGHT = 4
+"""Pseudo-draws at the stratum's counted acceptance rate mixed into the rate seen so far."""
 
 
 class SampledItem(NamedTuple):
@@ -87,29 +99,48 @@ def new_seed() -> str:
 
 @dataclass(slots=True)
 class _Stratum:
+    """A stratum being drawn from: its seeded stream and the candidates fetched so far."""
+
     id: int
     n_slots: int
-    supply: StratumSupply
-    seed: str
+    acceptance: float
+    """The share of the stratum's slots the counters say are eligible (at least
+    ``MIN_ACCEPTANCE``)."""
+    stream: RankStream
     candidates: list[Candidate] = field(default_factory=list)
     last_request: int = 0
-    _stream: RankStream | None = None
 
     def next_request(self, missing: int) -> int:
         """How many more ranks to draw for ``missing`` items: from the eligible share seen
-        so far, and at least double the last request, so even a stratum that is almost all
-        exposed is walked in O(log n_slots) rounds."""
-        drawn = max(1, len(self.stream.drawn))
-        rate = max(MIN_ACCEPTANCE / 5, sum(c.eligible for c in self.candidates) / drawn)
+        so far (with the counted share as a prior), and at least double the last request,
+        so even a stratum that is almost all exposed is walked in O(log n_slots) rounds."""
+        drawn = len(self.stream.drawn) + PRIOR_WEIGHT
+        eligible = sum(c.eligible for c in self.candidates) + PRIOR_WEIGHT * self.acceptance
+        rate = max(MIN_ACCEPTANCE / 5, eligible / drawn)
         self.last_request = max(2 * self.last_request, math.ceil(1.25 * missing / rate) + 2)
         return self.last_request
 
-    @property
-    def stream(self) -> RankStream:
-        """Created on first use: most strata get no quota in a given sample."""
-        if self._stream is None:
-            self._stream = RankStream(self.seed, self.supply.key, self.n_slots)
-        return self._stream
+
+@dataclass(slots=True)
+class _Strata:
+    """Every stratum's counts as loaded, and a ``_Stratum`` for each one drawn from
+    (made on first use: most strata get no quota in a given sample)."""
+
+    seed: str
+    supply: dict[StratumKey, StratumSupply] = field(default_factory=dict)
+    """What planning sees; a stratum found shorter than its counts is capped here."""
+    slots: dict[StratumKey, tuple[int, int]] = field(default_factory=dict)
+    """Stratum id and number of slots."""
+    drawing: dict[StratumKey, _Stratum] = field(default_factory=dict)
+
+    def __getitem__(self, key: StratumKey) -> _Stratum:
+        stratum = self.drawing.get(key)
+        if stratum is None:
+            stratum_id, n_slots = self.slots[key]
+            acceptance = max(MIN_ACCEPTANCE, self.supply[key].available / max(1, n_slots))
+            stream = RankStream(self.seed, key, n_slots)
+            stratum = self.drawing[key] = _Stratum(stratum_id, n_slots, acceptance, stream)
+        return stratum
 
 
 async def draw_sample(
@@ -127,27 +158,29 @@ async def draw_sample(
     (:func:`bank.disciplines.sampled_disciplines`): the others get no quota.
     """
     seed = seed or new_seed()
+    strata, evaluated = await _load_strata(session, org_id=org_id, seed=seed)
     if disciplines is None:
-        disciplines = await sampled_disciplines(session)
-    strata = await _load_strata(session, org_id=org_id, seed=seed)
-    supply = [s.supply for s in strata.values()]
-    plan = plan_quotas(n, supply, disciplines=disciplines, tie_seed=seed)
+        disciplines = _sampled(strata, evaluated)
+    plan = plan_quotas(n, list(strata.supply.values()), disciplines=disciplines, tie_seed=seed)
     await _fetch(session, org_id, strata, _initial_needs(plan, strata))
     for _ in range(MAX_ROUNDS):
-        selection = select_items(plan.quotas, {k: s.candidates for k, s in strata.items()})
+        candidates = {key: strata[key].candidates for key in plan.quotas}
+        selection = select_items(plan.quotas, candidates)
         if not selection.starved:
             break
         needs: dict[StratumKey, int] = {}
         for key, missing in selection.starved.items():
             stratum = strata[key]
             if stratum.stream.exhausted:
-                stratum.supply = StratumSupply(key, stratum.supply.bank, len(selection.chosen[key]))
+                bank = strata.supply[key].bank
+                strata.supply[key] = StratumSupply(key, bank, len(selection.chosen[key]))
             else:
                 needs[key] = stratum.next_request(missing)
         if needs:
             await _fetch(session, org_id, strata, needs)
         else:
-            plan = _replan(plan, strata, disciplines, seed)
+            supply = list(strata.supply.values())
+            plan = plan_quotas(n, supply, disciplines=disciplines, tie_seed=seed)
     else:  # pragma: no cover - bounded by construction; a guard against a logic error
         raise RuntimeError("sampling did not converge")
     chosen = {c.item_id: key for key, cands in selection.chosen.items() for c in cands}
@@ -160,17 +193,13 @@ async def draw_sample(
     return DrawnSample(seed=seed, n=n, items=items, shortfall=plan.shortfall)
 
 
-def _replan(
-    plan: Plan, strata: dict[StratumKey, _Stratum], disciplines: Sequence[str] | None, seed: str
-) -> Plan:
-    supply = [s.supply for s in strata.values()]
-    return plan_quotas(plan.n, supply, disciplines=disciplines, tie_seed=seed)
-
-
 async def _load_strata(
     session: AsyncSession, *, org_id: uuid.UUID, seed: str
-) -> dict[StratumKey, _Stratum]:
+) -> tuple[_Strata, set[str]]:
+    """Every stratum with its counts and what ``org_id`` may still get, and the evaluated
+    disciplines: one statement."""
     excluded = func.coalesce(OrgStratumExclusion.n_items, 0)
+    evaluated = func.coalesce(Discipline.evaluated, false())
     connection = await session.connection()
     rows = await connection.execute(
         select(
@@ -181,36 +210,54 @@ async def _load_strata(
             Stratum.n_slots,
             Stratum.n_active,
             excluded,
-        ).outerjoin(
+            evaluated,
+        )
+        .outerjoin(
             OrgStratumExclusion,
             and_(
                 OrgStratumExclusion.stratum_id == Stratum.id,
                 OrgStratumExclusion.org_id == org_id,
             ),
         )
+        .outerjoin(Discipline, Discipline.key == Stratum.discipline)
     )
-    strata: dict[StratumKey, _Stratum] = {}
-    for stratum_id, discipline, qtype, sub, n_slots, n_active, n_excluded in rows.all():
+    strata = _Strata(seed)
+    supply, slots = strata.supply, strata.slots
+    evaluated_keys: set[str] = set()
+    for stratum_id, discipline, qtype, sub, n_slots, n_active, n_excluded, is_evaluated in rows:
         key = StratumKey(discipline, qtype, sub)
-        supply = StratumSupply(key, bank=n_active, available=max(0, n_active - n_excluded))
-        strata[key] = _Stratum(stratum_id, n_slots, supply, seed)
-    return strata
+        supply[key] = StratumSupply(key, n_active, max(0, n_active - n_excluded))
+        slots[key] = (stratum_id, n_slots)
+        if is_evaluated:
+            evaluated_keys.add(discipline)
+    return strata, evaluated_keys
 
 
-def _initial_needs(plan: Plan, strata: dict[StratumKey, _Stratum]) -> dict[StratumKey, int]:
-    """How many ranks to draw first: the quota inflated by the expected rejection rate."""
+def _sampled(strata: _Strata, evaluated: set[str]) -> list[str]:
+    """:func:`bank.disciplines.sampled_disciplines` from the loaded strata: the evaluated
+    disciplines with active items, in key order."""
+    stocked = {key.discipline for key, supply in strata.supply.items() if supply.bank > 0}
+    return sorted(stocked & evaluated)
+
+
+def _initial_needs(plan: Plan, strata: _Strata) -> dict[StratumKey, int]:
+    """How many ranks to draw first: the quota at the stratum's acceptance rate plus one
+    standard deviation, so most strata are filled by the first fetch and the few others
+    need a second, small one (``next_request``): a short round costs less than fetching
+    every stratum's unlikely tail."""
     needs = {}
     for key, quota in plan.quotas.items():
         stratum = strata[key]
-        acceptance = max(MIN_ACCEPTANCE, stratum.supply.available / max(1, stratum.n_slots))
-        needs[key] = stratum.last_request = math.ceil(1.25 * quota / acceptance) + 2
+        acceptance = stratum.acceptance
+        spread = math.sqrt(quota * (1 - acceptance)) / acceptance
+        needs[key] = stratum.last_request = math.ceil(quota / acceptance + spread)
     return needs
 
 
 async def _fetch(
     session: AsyncSession,
     org_id: uuid.UUID,
-    strata: dict[StratumKey, _Stratum],
+    strata: _Strata,
     needs: dict[StratumKey, int],
 ) -> None:
     """Draw more ranks for the strata in ``needs`` and append their items as candidates."""
@@ -233,34 +280,40 @@ async def _fetch(
 async def _candidates(
     session: AsyncSession, org_id: uuid.UUID, slots: list[int]
 ) -> dict[int, Candidate]:
+    """The items at ``slots``; on PostgreSQL only the eligible ones (the others could never
+    be selected), each checked with one probe of the exposure key."""
     if not slots:
         return {}
     connection = await session.connection()
-    columns = (Item.slot, Item.id, Item.family_id, Item.status)
     in_slots = bulk.column_in(session, Item.slot, slots)
-    if connection.dialect.name == "postgresql":
-        # One probe of the exposure key per candidate (LATERAL ... LIMIT 1): a plain join
-        # would hash every family the organisation has ever been served.
-        seen = (
-            select(Exposure.family_id)
-            .where(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
-            .limit(1)
-            .lateral()
-        )
-        query = select(*columns, seen.c.family_id).outerjoin(seen, true()).where(in_slots)
-    else:  # SQLite has no LATERAL and already probes the primary key row by row
-        on = and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
-        query = select(*columns, Exposure.family_id).outerjoin(Exposure, on).where(in_slots)
-    rows = await connection.execute(query)
     rank_mask = (1 << SLOT_RANK_BITS) - 1
+    if connection.dialect.name == "postgresql":
+        seen = select(Exposure.family_id).where(
+            Exposure.org_id == org_id, Exposure.family_id == Item.family_id
+        )
+        query = select(Item.slot, Item.id, Item.family_id).where(
+            in_slots, Item.status == ItemStatus.ACTIVE.value, ~seen.exists()
+        )
+        rows = await connection.execute(query)
+        return {
+            slot: Candidate(slot & rank_mask, item_id, family_id, True)
+            for slot, item_id, family_id in rows
+        }
+    # SQLite already probes the exposure key row by row in a join.
+    on = and_(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
+    joined = (
+        select(Item.slot, Item.id, Item.family_id, Item.status, Exposure.family_id)
+        .outerjoin(Exposure, on)
+        .where(in_slots)
+    )
     return {
         slot: Candidate(
             rank=slot & rank_mask,
             item_id=item_id,
             family_id=family_id,
-            eligible=status == "active" and seen is None,
+            eligible=status == ItemStatus.ACTIVE.value and seen is None,
         )
-        for slot, item_id, family_id, status, seen in rows.all()
+        for slot, item_id, family_id, status, seen in await connection.execute(joined)
     }
 
 
