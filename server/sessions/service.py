@@ -48,7 +48,7 @@ from server.registry.service import get_model
 from server.review.sampling import ReviewPolicy
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import enqueue_answer
-from server.sessions import adaptive
+from server.sessions import adaptive, single_statement
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import (
@@ -294,9 +294,9 @@ async def _drive(
     )
 
 
-def _is_open(record: EvalSession, now: datetime) -> bool:
+def _is_open(state: str, deadline_at: datetime, now: datetime) -> bool:
     """Whether items may still be delivered and answered."""
-    return record.state in OPEN_STATE_VALUES and record.deadline_at > now
+    return state in OPEN_STATE_VALUES and deadline_at > now
 
 
 async def _why_nothing_was_drawn(
@@ -334,7 +334,16 @@ async def next_item(
 ) -> DeliveredItem | None:
     """The item to work on: the oldest pending one if the pending window is full (a retry
     gets the same item), else the next allocated one, which becomes pending and is recorded
-    as exposed. None when every item has been delivered and answered."""
+    as exposed. None when every item has been delivered and answered.
+
+    On PostgreSQL the common delivery is one statement (``single_statement.deliver``);
+    whatever it does not cover goes the general way below."""
+    if single_statement.applies(db):
+        delivered = await _deliver_in_one_statement(
+            db, principal=principal, session_id=session_id, limits=limits, now=now
+        )
+        if delivered is not None:
+            return delivered
     retry = await _retry_without_writing(
         db, principal=principal, session_id=session_id, limits=limits, now=now
     )
@@ -375,6 +384,27 @@ async def next_item(
     return item
 
 
+async def _deliver_in_one_statement(
+    db: AsyncSession,
+    *,
+    principal: Principal,
+    session_id: uuid.UUID,
+    limits: SessionLimits,
+    now: datetime,
+) -> DeliveredItem | None:
+    """The next item, delivered by ``single_statement.deliver``; None if that statement did
+    not apply (nothing was written)."""
+    row = await single_statement.deliver(
+        db, principal=principal, session_id=session_id, now=now, lease_idle_s=limits.lease_idle_s
+    )
+    if row is None:
+        return None
+    if not row.n_marked:  # rolled back with the request, like the general path's refusal
+        raise Conflict(f"item at position {row.position} is not reserved for this session")
+    metrics.on_commit(db, metrics.ITEMS_DELIVERED.inc)
+    return _item_of(row, position=row.position, mode=row.mode)
+
+
 async def _adaptive_goes_on(
     db: AsyncSession, *, record: EvalSession, now: datetime, review: ReviewPolicy
 ) -> bool:
@@ -397,23 +427,66 @@ async def _retry_without_writing(
 ) -> DeliveredItem | None:
     """The pending item again, read without locking or writing, when this token holds a
     fresh lease (more than half its idle time left) and the pending window is full: the
-    common retry costs no commit. None when the full path must decide."""
-    record = (
+    common retry costs no commit, and one statement (the session and its oldest pending
+    item read together). None when the full path must decide."""
+    row = (
         await db.execute(
-            select(EvalSession)
+            select(
+                EvalSession.lease_expires_at,
+                EvalSession.n_delivered,
+                EvalSession.n_completed,
+                EvalSession.n_items,
+                EvalSession.pending_window,
+                EvalSession.state,
+                EvalSession.deadline_at,
+                EvalSession.mode,
+                *_ITEM_COLUMNS,
+            )
+            .outerjoin(
+                SampleItem,
+                and_(
+                    SampleItem.sample_id == EvalSession.sample_id,
+                    SampleItem.position == EvalSession.n_completed,
+                ),
+            )
+            .outerjoin(Item, Item.id == SampleItem.item_id)
             .where(EvalSession.id == session_id, EvalSession.lease_jti == principal.jti)
-            .execution_options(populate_existing=True)
         )
-    ).scalar_one_or_none()
-    if record is None or record.lease_expires_at is None:
+    ).one_or_none()
+    if row is None or row.lease_expires_at is None or row.id is None:
         return None
-    fresh = (record.lease_expires_at - now).total_seconds() > limits.lease_idle_s / 2
-    pending = record.n_delivered - record.n_completed
-    full = pending >= record.pending_window or record.n_delivered >= record.n_items
-    if not (fresh and pending and full and _is_open(record, now)):
+    fresh = (row.lease_expires_at - now).total_seconds() > limits.lease_idle_s / 2
+    pending = row.n_delivered - row.n_completed
+    full = pending >= row.pending_window or row.n_delivered >= row.n_items
+    if not (fresh and pending and full and _is_open(row.state, row.deadline_at, now)):
         return None
-    item, _ = await _load_item(db, record=record, position=record.n_completed)
-    return item
+    return _item_of(row, position=row.n_completed, mode=row.mode)
+
+
+_ITEM_COLUMNS = (
+    Item.id,
+    Item.question,
+    Item.options,
+    Item.qtype,
+    Item.discipline,
+    Item.language,
+    SampleItem.family_id,
+)
+"""What ``_item_of`` needs of an item."""
+
+
+def _item_of(row: Any, *, position: int, mode: str) -> DeliveredItem:
+    """The client's view of the item in ``row`` (``_ITEM_COLUMNS``) at ``position``."""
+    if mode == SessionMode.REPLAY.value:
+        return _replay_item(position, row)
+    return DeliveredItem(
+        position=position,
+        item_id=row.id,
+        question=row.question,
+        options=row.options,
+        qtype=row.qtype,
+        discipline=row.discipline,
+    )
 
 
 async def _load_item(
@@ -422,30 +495,12 @@ async def _load_item(
     """The client's view of the item at ``position``, and its family."""
     row = (
         await db.execute(
-            select(
-                Item.id,
-                Item.question,
-                Item.options,
-                Item.qtype,
-                Item.discipline,
-                Item.language,
-                SampleItem.family_id,
-            )
+            select(*_ITEM_COLUMNS)
             .join(SampleItem, SampleItem.item_id == Item.id)
             .where(SampleItem.sample_id == record.sample_id, SampleItem.position == position)
         )
     ).one()
-    if record.mode == SessionMode.REPLAY.value:
-        return _replay_item(position, row), row.family_id
-    item = DeliveredItem(
-        position=position,
-        item_id=row.id,
-        question=row.question,
-        options=row.options,
-        qtype=row.qtype,
-        discipline=row.discipline,
-    )
-    return item, row.family_id
+    return _item_of(row, position=position, mode=record.mode), row.family_id
 
 
 def _replay_item(position: int, row: Any) -> DeliveredItem:
@@ -497,7 +552,38 @@ async def submit_answer(
     (``server.scoring``), so an accepted answer is always scored.
 
     ``AlreadyAnswered`` (409) for a position answered before, ``NotPending`` (409) for any
-    other item than the oldest pending one."""
+    other item than the oldest pending one.
+
+    On PostgreSQL the common answer is one statement (``single_statement.answer``);
+    whatever it does not cover goes the general way, which decides as before."""
+    final, trace = split_reasoning(answer)
+    accepted = Answer(
+        session_id=session_id,
+        position=position,
+        item_id=item_id,
+        answer=final,
+        reasoning="\n\n".join(part for part in (reasoning, trace) if part) or None,
+        submitted_by=principal.jti,
+        submitted_at=now,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+    if single_statement.applies(db) and await single_statement.answer(
+        db,
+        principal=principal,
+        session_id=session_id,
+        now=now,
+        lease_idle_s=limits.lease_idle_s,
+        position=position,
+        item_id=item_id,
+        answer=accepted.answer,
+        reasoning=accepted.reasoning,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    ):
+        metrics.on_commit(db, metrics.ANSWERS.inc)
+        await _enqueue(db, judges=judges, session_id=session_id, position=position, item_id=item_id)
+        return accepted
     record = await _drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
     state = _state_of(record, position) if position >= 0 else None
     if state is ItemState.COMPLETED:
@@ -521,19 +607,7 @@ async def submit_answer(
     if row.item_id != item_id:
         raise NotPending(f"item {item_id} is not the item at position {position}")
     require_item_transition(state, ItemState.COMPLETED)
-    final, trace = split_reasoning(answer)
-    accepted = Answer(
-        session_id=record.id,
-        position=position,
-        item_id=item_id,
-        answer=final,
-        reasoning="\n\n".join(part for part in (reasoning, trace) if part) or None,
-        submitted_by=principal.jti,
-        delivered_at=row.delivered_at or now,
-        submitted_at=now,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-    )
+    accepted.delivered_at = row.delivered_at or now
     db.add(accepted)
     metrics.on_commit(db, metrics.ANSWERS.inc)
     record.n_completed = position + 1
@@ -542,21 +616,30 @@ async def submit_answer(
         record.state = SessionState.ANSWERED.value
         record.ended_at = now
     await db.flush()
-    if judges is not None:
-        discipline = (
-            await db.scalar(select(Item.discipline).where(Item.id == item_id))
-            if judges.by_discipline
-            else None
-        )
-        for judge in judges.judges_for(discipline):
-            await enqueue_answer(
-                db,
-                session_id=record.id,
-                position=position,
-                judge=judge,
-                prompt_version=PROMPT_VERSION,
-            )
+    await _enqueue(db, judges=judges, session_id=record.id, position=position, item_id=item_id)
     return accepted
+
+
+async def _enqueue(
+    db: AsyncSession,
+    *,
+    judges: JudgeAssignment | None,
+    session_id: uuid.UUID,
+    position: int,
+    item_id: uuid.UUID,
+) -> None:
+    """Put the answer at ``position`` in the scoring outbox for each judge of its panel."""
+    if judges is None:
+        return
+    discipline = (
+        await db.scalar(select(Item.discipline).where(Item.id == item_id))
+        if judges.by_discipline
+        else None
+    )
+    for judge in judges.judges_for(discipline):
+        await enqueue_answer(
+            db, session_id=session_id, position=position, judge=judge, prompt_version=PROMPT_VERSION
+        )
 
 
 async def end_session(
