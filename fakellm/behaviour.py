@@ -16,6 +16,7 @@ with probability ``noise``; the reply is in the fig. 11 format ``judge.verdict``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -70,8 +71,12 @@ def count_tokens(text: str) -> int:
 # --------------------------------------------------------------------------- normalising
 
 
+@functools.lru_cache(maxsize=65_536)
 def normalise(text: str) -> str:
-    """``text`` casefolded, without punctuation or whitespace (for containment checks)."""
+    """``text`` casefolded, without punctuation or whitespace (for containment checks).
+
+    Cached: a wrong answer checks every decoy of its discipline, the same few thousand
+    answers over and over (the demo's profile showed this loop first in the model server)."""
     return "".join(
         ch
         for ch in unicodedata.normalize("NFKC", text).casefold()

@@ -5,8 +5,8 @@
 2. the local model server (``fakellm``) with several models of clearly different
    abilities (:data:`DEMO_MODELS`, varied a little per discipline) and the local judge,
    answering from the bank's own answer key;
-3. Proctor's API in-process (uvicorn in a thread, real HTTP on 127.0.0.1) with the
-   scoring worker inside it;
+3. Proctor's API in a child process (:mod:`server.cli.demo_api`; real HTTP on 127.0.0.1)
+   with the scoring worker inside it, so that it has a core of its own;
 4. every model in an organisation of its own, registered and driven through its sessions
    by the evaluator runner (``clients.runner``) over the SDK, all models at once;
 5. scoring, then the leaderboard (absolute, relative, per discipline, 95% CIs, tie
@@ -28,7 +28,8 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +59,7 @@ from server.app import create_app
 from server.auth.service import create_api_key
 from server.bank_keys import install_keyring
 from server.calibration.runner import CalibrationRun
+from server.cli.demo_api import ApiProcess
 from server.cli.demo_calibration import SET_NAME, calibrate_demo_judge
 from server.cli.leaderboard import print_disciplines, print_leaderboard
 from server.config import JudgeEndpoint, Settings
@@ -90,6 +92,9 @@ class DemoConfig:
     report: Path = Path("proctor-demo-report.html")
     keep: bool = False
     """Keep the work directory (database, transcripts) after the run."""
+    api_in_process: bool = False
+    """Serve the API from a thread of this process, as the demo did before it had a process
+    of its own (one interpreter lock for everything: the benchmark's baseline)."""
 
 
 @dataclass
@@ -152,6 +157,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     workdir = config.workdir or Path(tempfile.mkdtemp(prefix="proctor-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     url = f"sqlite+aiosqlite:///{workdir / 'demo.db'}"
+    api = None if config.api_in_process else ApiProcess()  # imports the app meanwhile
     try:
         install_keyring(Settings(data_dir=workdir, database_url=url))  # the API's, later
         console.print(f"[bold]1/5[/bold] bank: importing {', '.join(SAMPLES)} into {workdir}")
@@ -166,12 +172,13 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             answer_key=AnswerKey.from_database(url),
             seed=config.seed,
         )
-        console.print("[bold]2/5[/bold] local model and judge server, Proctor API in-process")
+        where = "in-process" if api is None else "in a process of its own"
+        console.print(f"[bold]2/5[/bold] local model and judge server, Proctor API {where}")
         with serve_in_thread(create_fake_app(fake)) as fake_root:
             settings = _settings(workdir, url, config, f"{fake_root}/v1")
             run = asyncio.run(_calibrate(settings, config))
             console.print(f"      {_calibration_line(run, settings.judge_gate_min_kappa)}")
-            with serve_in_thread(create_app(settings), lifespan="on") as api_root:
+            with _serve_api(api, settings) as api_root:
                 console.print(f"      API {api_root}, models {fake_root}/v1")
                 board, by_discipline, failures = asyncio.run(
                     _evaluate(
@@ -210,8 +217,22 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         _verdict(result, console)
         return result
     finally:
+        if api is not None:
+            api.stop()
         if config.workdir is None and not config.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def _serve_api(api: ApiProcess | None, settings: Settings) -> Iterator[str]:
+    """The API's root URL while the block runs: served by ``api``, or (None) from a thread
+    of this process."""
+    if api is None:
+        with serve_in_thread(create_app(settings), lifespan="on") as root:
+            yield root
+        return
+    with api:
+        yield api.start(settings)
 
 
 async def _calibrate(settings: Settings, config: DemoConfig) -> CalibrationRun:
