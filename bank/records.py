@@ -81,6 +81,10 @@ class RecordError(ValueError):
         self.message = message
         super().__init__(f"{location}: {field_name}: {message}")
 
+    def __reduce__(self) -> tuple[type[RecordError], tuple[SourceLocation, str, str]]:
+        # pickled by the import's worker processes (bank.import_prepare)
+        return type(self), (self.location, self.field, self.message)
+
 
 @dataclass(frozen=True, slots=True)
 class RawRecord:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +97,7 @@ ESTIMATE_FLOOR = 0.7
 near duplicate falls below 0.7 with probability < 1e-4."""
 
 
-class _Verifier:
+class Verifier:
     """Exact shingle Jaccard, with each text's shingles computed once."""
 
     def __init__(self, texts: Sequence[str]) -> None:
@@ -122,12 +122,12 @@ class BatchSketch:
 
     signatures: Any
     keys: Any
-    verify: _Verifier
+    verify: Verifier
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> BatchSketch:
         signatures = LSH.signatures(texts)
-        return cls(signatures, LSH.band_keys(signatures), _Verifier(texts))
+        return cls(signatures, LSH.band_keys(signatures), Verifier(texts))
 
 
 def pairs_within(batch: BatchSketch) -> list[tuple[int, int, float]]:
@@ -156,8 +156,11 @@ async def _against_bank(
     signatures: Any,
     ids: Sequence[uuid.UUID],
     locations: Sequence[SourceLocation],
-    verify: _Verifier,
+    verify: Verifier,
+    exclude: Collection[uuid.UUID] = (),
 ) -> list[NearDuplicateFinding]:
+    """Near duplicates of the batch's rows among the bank items whose keys are stored,
+    leaving out the items in ``exclude``."""
     found: list[tuple[int, uuid.UUID]] = []
     for chunk in bulk.in_chunks(session, np.unique(keys).tolist()):
         result = await session.execute(
@@ -165,7 +168,7 @@ async def _against_bank(
                 bulk.column_in(session, ItemLshKey.key, chunk)
             )
         )
-        found.extend(result.tuples())
+        found.extend(row for row in result.tuples() if row[1] not in exclude)
     if not found:
         return []
     rows_of_key = _rows_of_keys(keys, {key for key, _ in found})
@@ -221,6 +224,52 @@ async def _texts_of(session: AsyncSession, item_ids: list[uuid.UUID]) -> dict[uu
 def comparable_text(question: str, options: Sequence[str] | None) -> str:
     """The text compared for near duplicates: the question and its options."""
     return question if not options else question + "\n" + "\n".join(options)
+
+
+async def against_bank(
+    session: AsyncSession,
+    batch: BatchSketch,
+    ids: Sequence[uuid.UUID],
+    locations: Sequence[SourceLocation],
+    exclude: Collection[uuid.UUID],
+) -> list[NearDuplicateFinding]:
+    """Near duplicates of ``batch``'s rows among the bank items whose keys are stored,
+    leaving out ``exclude`` (items of the same import, compared by :func:`pairs_within`)."""
+    return await _against_bank(
+        session, batch.keys, batch.signatures, ids, locations, batch.verify, exclude
+    )
+
+
+_KEY_ROW = np.dtype(
+    [("fields", ">i2"), ("key_size", ">i4"), ("key", ">i8"), ("id_size", ">i4"), ("id", "V16")]
+)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER = b"\xff\xff"
+
+
+def key_rows_copy(ids: Sequence[uuid.UUID], keys: Any) -> bytes:
+    """The ``item_lsh_keys`` rows of ``ids`` (row ``i`` has band keys ``keys[i]``) as one
+    binary ``COPY`` payload, sorted by key, a key repeated for one item kept once (as
+    :func:`_store_keys` writes them)."""
+    flat = keys.ravel()
+    order = np.argsort(flat, kind="stable")
+    sorted_keys = flat[order]
+    rows = order // keys.shape[1]
+    repeat = np.zeros(len(order), dtype=bool)
+    repeat[1:] = (sorted_keys[1:] == sorted_keys[:-1]) & (rows[1:] == rows[:-1])
+    keep = ~repeat
+    id_bytes = np.frombuffer(b"".join(i.bytes for i in ids), dtype="V16")
+    out = np.empty(int(keep.sum()), dtype=_KEY_ROW)
+    out["fields"], out["key_size"], out["id_size"] = 2, 8, 16
+    out["key"] = sorted_keys[keep]
+    out["id"] = id_bytes[rows[keep]]
+    return _COPY_HEADER + out.tobytes() + _COPY_TRAILER
+
+
+async def store_keys_binary(session: AsyncSession, ids: Sequence[uuid.UUID], keys: Any) -> None:
+    """Store the band keys of ``ids`` (PostgreSQL only): :func:`key_rows_copy` ``COPY``."""
+    if len(ids):
+        await bulk.copy_binary(session, ItemLshKey, ("key", "item_id"), key_rows_copy(ids, keys))
 
 
 async def _store_keys(session: AsyncSession, ids: Sequence[uuid.UUID], keys: Any) -> None:

@@ -28,7 +28,7 @@ from bank import sealing
 from bank.formats import read_records
 from bank.importer import import_records
 from server.database import create_engine, unit_of_work
-from tests.benchmarks.bench_bank import DURABLE, write_synthetic_bank
+from tests.benchmarks.bench_import import DURABLE, write_synthetic_bank
 from tests.support.bank_keys import TEST_BANK_KEYS, test_keyring
 from tests.support.services import PostgresServer, postgres_server
 

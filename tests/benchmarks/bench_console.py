@@ -115,7 +115,7 @@ from server.scoring.models import ScoringJob, Verdict
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.service import create_session
-from tests.benchmarks.bench_bank import DURABLE, write_synthetic_bank
+from tests.benchmarks.bench_import import DURABLE, write_synthetic_bank
 from tests.support.api import login, running_api, test_settings
 from tests.support.bank_keys import install_test_keyring
 from tests.support.console import console_login

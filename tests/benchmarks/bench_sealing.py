@@ -29,7 +29,7 @@ from bank.formats import read_records
 from bank.importer import import_records
 from bank.models import Item
 from server.database import create_engine, unit_of_work, upgrade
-from tests.benchmarks.bench_bank import DURABLE, write_synthetic_bank
+from tests.benchmarks.bench_import import DURABLE, write_synthetic_bank
 from tests.support.services import postgres_server
 
 SEALING = type(Item.__table__.c.answer.type).__name__ == "SealedText"
