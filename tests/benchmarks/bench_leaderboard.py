@@ -96,6 +96,7 @@ async def child_build(url: str, old: bool) -> dict[str, Any]:
 
     if old:
         vars(service)["can_aggregate"] = lambda *_a, **_k: False  # the fixed sessions row by row
+    phases = timed_phases(service)
     settings = test_settings(url, judges=json.loads(judges_json(JUDGE)))
     engine = create_engine(url)
     try:
@@ -124,7 +125,32 @@ async def child_build(url: str, old: bool) -> dict[str, Any]:
         "rows": len(data.board.rows),
         "version_ms": version_ms[0],
         "counted_version_ms": version_ms[1],
+        "phases_s": phases,
     }
+
+
+def timed_phases(service: Any) -> dict[str, float]:
+    """Wall seconds of the build's two big parts: reading the fixed sessions (the database
+    and the assembly) and the statistics (bootstrap, groups, disciplines, usage)."""
+    phases: dict[str, float] = {}
+    read, build = service._fixed_scores, service.build_leaderboard
+
+    async def timed_read(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await read(*args, **kwargs)
+        finally:
+            phases["read_fixed_sessions"] = time.perf_counter() - started
+
+    def timed_build(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            phases["statistics"] = time.perf_counter() - started
+
+    vars(service).update(_fixed_scores=timed_read, build_leaderboard=timed_build)
+    return phases
 
 
 def run_child(url: str, *, old: bool, profile: Path | None = None) -> dict[str, Any]:
@@ -142,12 +168,15 @@ def run_child(url: str, *, old: bool, profile: Path | None = None) -> dict[str, 
 
 
 def top_frames(raw: Path, n: int = 14) -> list[str]:
-    """Frames by the share of samples they are on the stack of (our code and the libraries
-    under it), from py-spy's raw output."""
+    """Frames by the share of the build's CPU samples they are on the stack of (our code
+    and the libraries under it), from py-spy's raw output; time waiting for PostgreSQL is
+    not sampled (``phases_s`` has the wall time)."""
     counts: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, number = line.rpartition(" ")
+        if "configured_leaderboard" not in stack:
+            continue  # imports and set-up
         samples = int(number)
         total += samples
         seen = set()
@@ -159,6 +188,7 @@ def top_frames(raw: Path, n: int = 14) -> list[str]:
                 seen.add(label)
                 counts[label] += samples
     skip = ("<module>", "run (", "Runner.", "BaseEventLoop", "main (", "child_build", "Handle.")
+    skip = (*skip, "configured_leaderboard", "timed_", "greenlet", "_run_once", "Context.run")
     lines = [
         f"{share / total * 100:5.1f}%  {label}"
         for label, share in counts.most_common(60)
@@ -309,8 +339,15 @@ def report(results: list[dict[str, Any]], profile: list[str]) -> None:
             f"{http['after_verdict_ms']:.0f} | {new.get('version_ms', float('nan')):.1f} / "
             f"{new.get('counted_version_ms', float('nan')):.1f} |"
         )
+    print("\ncold build by part (wall time):")
+    for r in results:
+        phases = r["new"].get("phases_s", {})
+        print(f"  {r['verdicts']:,}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     if profile:
-        print("\nprofile of the cold build at the largest size (py-spy, share of samples):")
+        print(
+            "\nprofile of the cold build at the largest size (py-spy, share of the build's CPU "
+            "samples; waiting for PostgreSQL is not sampled):"
+        )
         for line in profile:
             print("  " + line)
 
