@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +31,9 @@ from server.review.models import HUMAN_PROMPT_VERSION, ReviewTask, human_rater
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
-from tests.support.api import World, login, running_api, test_settings
+from tests.support.api import JWT_SECRET, World, login, running_api, test_settings
+from tests.support.bank_keys import TEST_BANK_KEYS
+from tests.support.ports import free_port
 from tests.support.scored import JUDGE, add_model, scored_session, seed_scores
 from tests.support.services import RedisServer
 
@@ -352,3 +360,91 @@ async def test_aggregated_fixed_scores_give_the_row_by_row_board(
             assert (mine.score, mine.n_items) == (theirs.score, theirs.n_items)
             assert mine.standard_error == pytest.approx(theirs.standard_error, rel=1e-12)
     assert fast.contamination == slow.contamination
+
+
+async def test_two_server_workers_never_serve_a_board_older_than_a_write(
+    world_db: tuple[str, World], tmp_path: Path
+) -> None:
+    """``proctor serve --workers 2``: each worker caches the board; a session scored by
+    another process shows in every answer after it, whichever worker takes the request
+    (each request on a new connection)."""
+    db_url, world = world_db
+    await seed_scores(db_url, world)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env.update(
+        PROCTOR_DATABASE_URL=db_url,
+        PROCTOR_JWT_SECRET=JWT_SECRET,
+        PROCTOR_BANK_KEYS=TEST_BANK_KEYS,
+        PROCTOR_JUDGES=json.dumps(
+            [{"name": JUDGE, "base_url": "http://127.0.0.1:9/v1", "model": "j"}]
+        ),
+        PROCTOR_SCORING_IN_PROCESS="false",
+        PROCTOR_JUDGE_DRIFT_INTERVAL_S="0",
+        PROCTOR_LEADERBOARD_RESAMPLES="200",
+        PROCTOR_RATE_LIMIT_PER_MINUTE="100000",
+    )
+    log = tmp_path / "serve.log"
+    with serving(env, log) as (url, proc):
+        token = await started(url, proc, world.a.keys["admin"], log)
+        headers = {"Authorization": f"Bearer {token}"}
+        before = [await fresh_get(url, headers) for _ in range(8)]
+        late = await add_model(db_url, world.a.id, "late-model")
+        await scored_session(
+            db_url,
+            org_id=world.a.id,
+            model_id=late,
+            scores=[3] * 12,
+            created_at=datetime(2026, 11, 5, tzinfo=UTC),
+            offset=48,
+        )
+        after = [await fresh_get(url, headers) for _ in range(8)]
+    assert all(str(late) not in means(body) for body in before)
+    assert all(body["models"][0]["model_id"] == str(late) for body in after)
+
+
+@contextmanager
+def serving(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``proctor serve --workers 2`` on a free port (killed at the end)."""
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
+
+
+def tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+async def started(url: str, proc: subprocess.Popen[bytes], key: str, log: Path) -> str:
+    """Wait for the server; an admin token."""
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"proctor serve exited: {tail(log)}")
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=5) as client:
+                response = await client.post("/v1/auth/token", json={"api_key": key})
+                token: str = response.json()["access_token"]
+                return token
+        except httpx.TransportError:
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"proctor serve did not start: {tail(log)}")
+
+
+async def fresh_get(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET /v1/leaderboard`` on a new connection, so that either worker may take it."""
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+        response = await client.get("/v1/leaderboard", headers=headers)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
