@@ -12,6 +12,7 @@ keyring (:mod:`bank.sealing`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -121,10 +122,22 @@ class Prepared(NamedTuple):
 class PreparedChunk(NamedTuple):
     """A chunk's valid records, its invalid ones, and the valid ones' MinHash sketches."""
 
-    records: list[Prepared]
+    records: list[tuple[Any, ...]]
+    """The fields of :class:`Prepared` as plain tuples, which pickle several times faster."""
     errors: list[RecordError]
     signatures: npt.NDArray[np.uint32]
     keys: npt.NDArray[np.int64]
+
+
+_NAMESPACE_BYTES = ID_NAMESPACE.bytes
+
+
+def content_id(digest: str) -> str:
+    """``str(uuid.uuid5(ID_NAMESPACE, digest))``, computed on the hex digest directly (four
+    times faster; the id of every record that brings none)."""
+    h = hashlib.sha1(_NAMESPACE_BYTES + digest.encode()).hexdigest()
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"
 
 
 def _sealer(column: str) -> SealedText:
@@ -146,7 +159,7 @@ def prepare_chunk(
     be added: as for :class:`Disciplines`."""
     disciplines = Disciplines(known, add)
     answer, explanation = _sealer("answer"), _sealer("explanation")
-    records: list[Prepared] = []
+    records: list[tuple[Any, ...]] = []
     errors: list[RecordError] = []
     for path, line, data in raws:
         try:
@@ -156,8 +169,7 @@ def prepare_chunk(
             errors.append(error)
             continue
         digest = content_hash(record.qtype, record.question, record.options)
-        item_id = record.id or uuid.uuid5(ID_NAMESPACE, digest)
-        id_text = str(item_id)
+        id_text = str(record.id) if record.id else content_id(digest)
         sealed_explanation = explanation.seal(record.explanation)
         row = (
             id_text, id_text, "original", key, record.subdiscipline, record.qtype,
@@ -166,12 +178,12 @@ def prepare_chunk(
             "active", digest,
         )  # fmt: skip
         variants = (
-            _variant_rows(record, item_id, row, answer)
+            _variant_rows(record, uuid.UUID(id_text), row, answer)
             if augment and record.qtype == "multiple_choice"
             else ()
         )
         records.append(
-            Prepared(
+            (
                 record.location.path,
                 record.location.line,
                 id_text,
@@ -183,7 +195,7 @@ def prepare_chunk(
                 variants,
             )
         )
-    signatures = LSH.signatures([r.text for r in records])
+    signatures = LSH.signatures([r[7] for r in records])  # Prepared.text
     return PreparedChunk(records, errors, signatures, LSH.band_keys(signatures))
 
 

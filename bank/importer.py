@@ -23,6 +23,7 @@ display name.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import uuid
@@ -384,6 +385,8 @@ async def import_records(
     pipeline.disciplines = _Disciplines(await known_disciplines(session), add_disciplines)
     sealing.current()  # load the keyring before the workers fork: they inherit it
     savepoint = await session.begin_nested()
+    collecting = gc.isenabled()
+    gc.disable()  # the batch's millions of live objects would make every collection long
     try:
         await pipeline.run(_chunks(first, iterator, chunk_size, pipeline), workers)
         if not pipeline.errors:
@@ -391,6 +394,9 @@ async def import_records(
     except BaseException:
         await savepoint.rollback()
         raise
+    finally:
+        if collecting:
+            gc.enable()
     if pipeline.errors:
         await savepoint.rollback()
         raise ImportRefused(
@@ -467,7 +473,9 @@ class _Pipeline:
         loop = asyncio.get_running_loop()
         context = multiprocessing.get_context("fork")
         known, add = self.disciplines.known, self.disciplines.add
-        with ProcessPoolExecutor(workers or default_workers(), mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            workers or default_workers(), mp_context=context, initializer=gc.disable
+        ) as pool:
             pending: deque[asyncio.Future[PreparedChunk]] = deque()
             for chunk in chunks:
                 plain = [(r.location.path, r.location.line, r.data) for r in chunk]
@@ -482,18 +490,19 @@ class _Pipeline:
     async def write(self, chunk: PreparedChunk) -> None:
         """Screen one prepared chunk and, while the batch has no error, write its fresh
         items and their band keys."""
-        self.report.records += len(chunk.records) + len(chunk.errors)
+        records = [Prepared._make(r) for r in chunk.records]
+        self.report.records += len(records) + len(chunk.errors)
         self.errors.extend(chunk.errors)
-        new_disciplines = self._new_disciplines(chunk.records)
-        candidates = self._identify(chunk.records)
+        new_disciplines = self._new_disciplines(records)
+        candidates = self._identify(records)
         fresh = await self._screen(candidates)
         if self.errors:
             return
         if new_disciplines:
             await add_to_taxonomy(self.session, new_disciplines)
-        await self._copy([chunk.records[k].row for k in fresh])
+        await self._copy([records[k].row for k in fresh])
         self.report.originals_added += len(fresh)
-        await self._sketch(chunk, fresh)
+        await self._sketch(records, chunk, fresh)
 
     def _new_disciplines(self, records: Sequence[Prepared]) -> dict[str, str]:
         added = self.disciplines.added
@@ -579,11 +588,13 @@ class _Pipeline:
             placed.append((*row, stratum_id, make_slot(stratum_id, rank), now))
         await bulk.insert_tuples(self.session, Item, ITEM_COLUMNS, placed, presealed=True)
 
-    async def _sketch(self, chunk: PreparedChunk, fresh: list[int]) -> None:
+    async def _sketch(
+        self, records: Sequence[Prepared], chunk: PreparedChunk, fresh: list[int]
+    ) -> None:
         """Look the fresh items' band keys up in the bank; :meth:`finish` stores them."""
-        ids = [uuid.UUID(chunk.records[k].id) for k in fresh]
-        texts = [chunk.records[k].text for k in fresh]
-        places = [(chunk.records[k].path, chunk.records[k].line) for k in fresh]
+        ids = [uuid.UUID(records[k].id) for k in fresh]
+        texts = [records[k].text for k in fresh]
+        places = [(records[k].path, records[k].line) for k in fresh]
         signatures, keys = chunk.signatures[fresh], chunk.keys[fresh]
         if ids:
             sketch = BatchSketch(signatures, keys, Verifier(texts))
@@ -596,7 +607,7 @@ class _Pipeline:
         self.signatures.append(signatures)
         self.keys.append(keys)
         if self.augment:
-            self.variants.extend(v for k in fresh for v in chunk.records[k].variants)
+            self.variants.extend(v for k in fresh for v in records[k].variants)
 
     async def finish(self) -> None:
         """Write the variants (after every original, as :func:`_variant_rows`) and the
