@@ -18,16 +18,16 @@ import math
 import random
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from bank.strata import StratumKey
 
 K = TypeVar("K", bound=Hashable)
 
 
-@dataclass(frozen=True, slots=True)
-class StratumSupply:
-    """A stratum's size in the bank (active items) and what the organisation may still get."""
+class StratumSupply(NamedTuple):
+    """A stratum's size in the bank (active items) and what the organisation may still get
+    (a tuple: one per stratum, thousands per sample)."""
 
     key: StratumKey
     bank: int
@@ -78,9 +78,14 @@ def apportion(
     if total < 0:
         raise ValueError(f"total must be >= 0, got {total}")
     shares = dict.fromkeys(weights, 0)
-    bounds = {k: (caps.get(k, math.inf) if caps is not None else math.inf) for k in weights}
-    open_keys = [k for k in weights if weights[k] > 0 and bounds[k] > 0]
-    remaining = total if caps is None else min(total, _finite_sum(bounds, open_keys, total))
+    if caps is None:
+        bounds: Mapping[K, float] = dict.fromkeys(weights, math.inf)
+        open_keys = [k for k, w in weights.items() if w > 0]
+        remaining = total
+    else:
+        bounds = {k: caps.get(k, math.inf) for k in weights}
+        open_keys = [k for k, w in weights.items() if w > 0 and bounds[k] > 0]
+        remaining = min(total, _finite_sum(bounds, open_keys, total))
     while open_keys and remaining > 0:
         weight_sum = sum(weights[k] for k in open_keys)
         capped = [k for k in open_keys if remaining * weights[k] / weight_sum >= bounds[k]]
@@ -104,13 +109,20 @@ def _largest_remainder(
     total: int, weights: Mapping[K, float], keys: Sequence[K], tie_order: Sequence[K] | None
 ) -> dict[K, int]:
     weight_sum = sum(weights[k] for k in keys)
-    exact = {k: total * weights[k] / weight_sum for k in keys}
-    shares = {k: math.floor(exact[k]) for k in keys}
+    shares: dict[K, int] = {}
+    remainders: dict[K, float] = {}
+    for k in keys:
+        exact = total * weights[k] / weight_sum
+        shares[k] = floor = math.floor(exact)
+        remainders[k] = floor - exact
     leftover = total - sum(shares.values())
-    rank = {k: i for i, k in enumerate(tie_order if tie_order is not None else keys)}
-    by_remainder = sorted(keys, key=lambda k: (-(exact[k] - shares[k]), rank.get(k, len(rank))))
-    for k in by_remainder[:leftover]:
-        shares[k] += 1
+    if leftover:
+        order = tie_order if tie_order is not None else keys
+        rank = {k: i for i, k in enumerate(order)}
+        last = len(rank)
+        by_remainder = sorted(keys, key=lambda k: (remainders[k], rank.get(k, last)))
+        for k in by_remainder[:leftover]:
+            shares[k] += 1
     return shares
 
 
@@ -200,28 +212,33 @@ class _Planner:
 
     def split(self, node: _Node, prefix: tuple[str, ...], quota: int) -> None:
         """Split ``quota`` over ``node``'s children: evenly at the top, by bank below."""
-        names = sorted(node.children)
+        children = node.children
+        names = sorted(children)
         if not names:
             return
         depth = len(prefix)
+        nodes = [children[c] for c in names]
         if depth == 0:
             weights = dict.fromkeys(names, 1.0)
         else:
-            weights = {c: float(node.children[c].bank) for c in names}
-        caps = {c: node.children[c].available for c in names}
+            weights = {c: float(child.bank) for c, child in zip(names, nodes, strict=True)}
+        caps = {c: child.available for c, child in zip(names, nodes, strict=True)}
         tie = names.copy()
         self.rng.shuffle(tie)
         got = apportion(quota, weights, caps, tie)
         weight_sum = sum(weights.values())
         if any(caps[c] * weight_sum < quota * weights[c] for c in names):  # a cap binds
             self._note(LEVELS[depth], prefix, apportion(quota, weights, tie_order=tie), got)
-        for name in names:
-            share = got[name]
-            if depth == 2:
-                if share:
-                    self.plan.quotas[StratumKey(prefix[0], prefix[1], name)] = share
-            elif share:
-                self.split(node.children[name], (*prefix, name), share)
+        if depth == 2:
+            discipline, qtype = prefix
+            quotas = self.plan.quotas
+            for name in names:
+                if share := got[name]:
+                    quotas[StratumKey(discipline, qtype, name)] = share
+            return
+        for name, child in zip(names, nodes, strict=True):
+            if share := got[name]:
+                self.split(child, (*prefix, name), share)
 
     def _note(
         self, level: str, prefix: tuple[str, ...], ideal: Mapping[str, int], got: Mapping[str, int]
