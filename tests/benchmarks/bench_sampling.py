@@ -13,6 +13,8 @@ median and p95 of
   measured in the same run as the baseline.
 
 ``--profile`` runs the draws under cProfile and prints the top frames by own time.
+``--previous FILE`` also times another version of ``bank/sampling/service.py`` (e.g.
+``git show 1a3ebf8:bank/sampling/service.py > /tmp/previous.py``) in the same run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import importlib.util
 import pstats
 import statistics
 import sys
@@ -28,13 +31,14 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bank.sampling.service import allocate_sample, draw_sample
+from bank.sampling import service
 from bank.taxonomy import DEFAULT_TAXONOMY
 from server.database import create_engine, unit_of_work, upgrade
 from server.orgs.service import create_org
@@ -138,8 +142,22 @@ async def expose_share(engine: AsyncEngine, every: int) -> uuid.UUID:
     return org.id
 
 
+def load_previous(path: Path) -> ModuleType:
+    """Another version of ``bank.sampling.service``, loaded from ``path``."""
+    spec = importlib.util.spec_from_file_location("previous_sampling_service", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 async def time_sampling(
-    engine: AsyncEngine, org_id: uuid.UUID, repeats: int, profile: cProfile.Profile | None
+    engine: AsyncEngine,
+    org_id: uuid.UUID,
+    repeats: int,
+    profile: cProfile.Profile | None,
+    sampler: ModuleType = service,
 ) -> dict[str, list[float]]:
     """Each repeat draws once (rolled back) and allocates once (committed)."""
     timings: dict[str, list[float]] = {"draw": [], "allocate": []}
@@ -148,12 +166,12 @@ async def time_sampling(
             profile.enable()
         async with unit_of_work(engine) as session:
             started = time.perf_counter()
-            sample = await draw_sample(session, org_id=org_id, n=SAMPLE)
+            sample = await sampler.draw_sample(session, org_id=org_id, n=SAMPLE)
             timings["draw"].append(time.perf_counter() - started)
             await session.rollback()
         started = time.perf_counter()
         async with unit_of_work(engine) as session:
-            _, sample = await allocate_sample(session, org_id=org_id, n=SAMPLE)
+            _, sample = await sampler.allocate_sample(session, org_id=org_id, n=SAMPLE)
         timings["allocate"].append(time.perf_counter() - started)  # includes COMMIT
         if profile:
             profile.disable()
@@ -208,6 +226,12 @@ async def main_async(url: str, args: argparse.Namespace) -> None:
     await check_unexposed(engine, org_id)
     print(summary("plan + draw (1,000 items)", timings["draw"]))
     print(summary("plan + draw + persist + commit (1,000 items)", timings["allocate"]))
+    if args.previous:
+        previous = load_previous(args.previous)
+        await time_sampling(engine, org_id, 3, None, previous)
+        before = await time_sampling(engine, org_id, args.repeats, None, previous)
+        print(summary("previous: plan + draw", before["draw"]))
+        print(summary("previous: plan + draw + persist + commit", before["allocate"]))
     baseline = await time_baseline(engine, org_id, args.baseline_repeats)
     print(summary("ORDER BY random() LIMIT 1000 (query only)", baseline))
     ratio = statistics.median(baseline) / statistics.median(timings["allocate"])
@@ -223,6 +247,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--baseline-repeats", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--previous", type=Path, help="another service.py to time as well")
     args = parser.parse_args()
     install_test_keyring()
     with postgres_server(settings=DURABLE) as server:
