@@ -3,8 +3,9 @@
 Run (not collected by pytest)::
 
     cd /work/main && . .venv/bin/activate
-    python tests/benchmarks/bench_delivery.py [--vendors 200] [--items 100] [--workers 2]
-        [--duration 20] [--warmup 5] [--client-procs 2] [--json results.json]
+    python tests/benchmarks/bench_delivery.py [--vendors 200] [--items 150] [--workers 2]
+        [--duration 20] [--warmup 5] [--client-procs 2] [--deliver-items 120]
+        [--paced-share 0.5] [--profile DIR] [--json results.json]
 
 It starts its own durable PostgreSQL (fsync, synchronous_commit, full_page_writes on) and
 Redis from the installed Debian binaries (``tests.support.services``), migrates, seeds a synthetic
@@ -23,39 +24,43 @@ Each phase has ``--warmup`` seconds before the
 ``--duration`` seconds measured, and only requests that *complete* inside the measured
 window count.
 
-Phases, in this order, all with the same vendors and concurrency:
+Phases, in this order, all with the same number of vendors and concurrency:
 
 1. ``whoami``  -- ``GET /v1/whoami`` in a loop: the "hello JSON" baseline. Same
-   authentication (JWT verify, revocation query in a DB transaction, Redis rate limit) and
-   the same audit row (group-committed) as every route, no session work.
+   authentication (JWT verify, revocation check, Redis rate limit) and the same audit row
+   (group-committed) as every route, no session work.
 2. ``next``    -- ``GET /v1/sessions/{id}/next`` in a loop. The first call delivers an item;
-   every later call returns the same pending item: next's *read path* (lease UPDATE +
-   item SELECT + commit), without delivery.
-3. ``cycle``   -- ``next`` then ``POST /v1/sessions/{id}/answers``, each answer accepted:
-   the real delivery loop. ``cycles/s`` = answers/s; next here includes delivery
-   (``mark_delivered``, counter update).
-4. ``pgbench`` -- after the HTTP phases, with the server stopped: ``pgbench -M prepared
+   every later call returns the same pending item: next's *read path*, without delivery.
+3. ``deliver`` -- ``next`` in a loop on separate sessions whose pending window is their
+   size (``--deliver-items``): every call delivers a fresh item (lease, counters, item,
+   exposure marked), none is answered.
+4. ``cycle``   -- ``next`` then ``POST /v1/sessions/{id}/answers``, each answer accepted:
+   the real delivery loop, saturated. ``cycles/s`` = answers/s.
+5. ``paced``   -- the same cycles, started on a fixed schedule (random phase per vendor)
+   at ``--paced-share`` (default half) of the ``cycle`` phase's rate: open loop, latency
+   measured from the scheduled start, so the p99 includes any queue.
+6. ``pgbench`` -- after the HTTP phases, with the server stopped: ``pgbench -M prepared
    -c <vendors> -j 2 -T <duration>`` running a custom script with the SQL statements one
-   answer submission executes (revocation EXISTS query, lease ``UPDATE ... RETURNING``, the
-   ``sample_items`` + ``exposures`` SELECT, ``INSERT INTO answers``, the counter
-   ``UPDATE``, all in one committed transaction; then the ``audit_log`` INSERT in its own
-   committed transaction). Each pgbench client drives its own dedicated session (created
-   through the API, then given a deterministic id); answers go to increasing positions
-   (``n_completed``), item lookups cycle through the sample, so every transaction commits
-   real rows. No ROLLBACK anywhere.
+   answer submission executed in the general path (revocation EXISTS query, lease
+   ``UPDATE ... RETURNING``, the ``sample_items`` + ``exposures`` SELECT, ``INSERT INTO
+   answers``, the counter ``UPDATE``, all in one committed transaction; then the
+   ``audit_log`` INSERT in its own committed transaction). Each pgbench client drives its
+   own dedicated session (created through the API, then given a deterministic id);
+   answers go to increasing positions, so every transaction commits real rows.
 
-Figures:
+Figures (issue 20's targets):
 
 * req/s per phase and p50/p99 latency (ms) per request kind;
-* ratio A = answer req/s in the cycle phase / pgbench tps (target >= 0.5): how close the
-  HTTP stack gets to the database's own rate for the same statements. Note the cycle phase
-  also serves an equal number of ``next`` requests, which pgbench does not;
-* ratio B = next req/s (next phase) / whoami req/s (target >= 0.7): what session work
-  costs on top of an authenticated, audited JSON route; next-with-delivery (cycle phase)
-  is reported beside it;
+* A = answer req/s in the cycle phase / pgbench tps (target >= 0.3, stretch 0.5). The
+  cycle phase also serves an equal number of ``next`` requests, which pgbench does not;
+* B = delivering next req/s (deliver phase) / whoami req/s (target >= 0.7); the pending
+  retry and the cycle's next are reported beside it;
+* p99 of next and answer in the paced phase (target <= 100 ms);
 * CPU shares per component in each measured window (server workers, PostgreSQL, Redis,
-  clients, pgbench) from /proc, so the bottleneck can be read off; a client process near
-  100 % of a core means the *client* limits the figures: raise ``--client-procs``.
+  clients, pgbench, others) from /proc, so the bottleneck can be read off; a client
+  process near 100 % of a core means the *client* limits the figures;
+* with ``--profile DIR``: py-spy's collapsed stacks of the workers per phase and their
+  top frames (self % / total % of the busy samples).
 
 The machine's cores are shared by clients, server, PostgreSQL and Redis: on a small
 machine the figures measure the whole system, not the server alone.
