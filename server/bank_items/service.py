@@ -262,8 +262,14 @@ async def import_upload(
             records = read_records(path, fmt)
         except (ValueError, OSError) as error:
             raise InvalidInput(str(error).replace(str(path), name)) from None
+        # workers=0: no fork from the API's threaded, event-looped process; an upload is
+        # bounded by the body limit, and bulk imports go through `proctor bank import`.
         return await import_records(
-            db, _named(records, name), augment=augment, add_disciplines=add_disciplines
+            db,
+            _named(records, name),
+            augment=augment,
+            add_disciplines=add_disciplines,
+            workers=0,
         )
 
 
