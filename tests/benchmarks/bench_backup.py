@@ -2,7 +2,7 @@
 synthetic bank, on PostgreSQL and on the embedded default (SQLite).
 
 Run: ``python tests/benchmarks/bench_backup.py [--items 100000]`` (not collected by
-pytest). Writes the synthetic bank of ``bench_bank`` (``--items`` items, no augmentation)
+pytest). Writes the synthetic bank of ``bench_import`` (``--items`` items, no augmentation)
 into a fresh PostgreSQL (its own server, durable settings) migrated by ``proctor db upgrade``
 as an owner role with a runtime role, and into a fresh SQLite data dir; then runs the real
 commands (subprocesses) and prints each database's size, the backup's size and the

@@ -11,11 +11,11 @@ The target: every console page answers in at most 300 ms of server time on a ban
 
 What runs:
 
-1. a throwaway PostgreSQL with durable settings (``bench_bank.DURABLE``) and a Redis
+1. a throwaway PostgreSQL with durable settings (``bench_import.DURABLE``) and a Redis
    (``tests.support.services``); the schema by ``server.database.upgrade`` (what
    ``proctor db upgrade`` runs). With Redis the scoring worker and the health job are not
    in the API process, so nothing runs in the background while pages are timed;
-2. the data: the synthetic bank of ``bench_bank.write_synthetic_bank`` through the real
+2. the data: the synthetic bank of ``bench_import.write_synthetic_bank`` through the real
    importer (no augmentation: one item per family); an operator organisation with admin,
    auditor and evaluator keys and ``--vendors`` vendor organisations (vendor and evaluator
    keys); ``--models`` registered models spread over the vendors; ``--sessions`` sessions
@@ -573,7 +573,7 @@ async def pick_ids(engine: AsyncEngine, built: Built, bank_file: Path) -> None:
 
 
 async def import_bank(url: str, path: Path) -> tuple[int, float]:
-    """``bench_bank.import_file`` with ``add_disciplines`` (the synthetic bank's
+    """``bench_import.import_file`` with ``add_disciplines`` (the synthetic bank's
     ``discipline-N`` are not in the taxonomy): reader, validation, hashing, near-duplicate
     index and COPY, as ``proctor bank import --add-disciplines --no-augment``."""
     engine = create_engine(url)

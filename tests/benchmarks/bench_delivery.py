@@ -48,7 +48,7 @@ Phases, in this order, all with the same number of vendors and concurrency:
    own dedicated session (created through the API, then given a deterministic id);
    answers go to increasing positions, so every transaction commits real rows.
 
-Figures (issue 20's targets):
+Figures (the delivery targets):
 
 * req/s per phase and p50/p99 latency (ms) per request kind;
 * A = answer req/s in the cycle phase / pgbench tps (target >= 0.3, stretch 0.5). The

@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import cProfile
 import json
-import os
 import pstats
 import random
 import string
@@ -47,6 +46,7 @@ from bank.importer import PIPELINE_CHUNK, import_records
 from bank.taxonomy import DEFAULT_TAXONOMY
 from server.database import create_engine, unit_of_work, upgrade
 from tests.support.bank_keys import install_test_keyring, test_keyring
+from tests.support.paths import SHARED_DATA
 from tests.support.services import postgres_server
 
 DURABLE = {
@@ -61,10 +61,7 @@ DURABLE = {
 }
 QTYPES = ("multiple_choice", "true_false", "fill_in", "short_answer", "calculation", "essay")
 DISCIPLINES = [d.key for d in DEFAULT_TAXONOMY if d.evaluated]
-SHARED = Path(
-    os.environ.get("PROCTOR_SHARED_DATA") or Path(__file__).resolve().parents[3] / "shared/data"
-)
-MMLU = SHARED / "mmlu_pro" / "items.jsonl"
+MMLU = SHARED_DATA / "mmlu_pro" / "items.jsonl"
 TARGET = 20_000
 
 

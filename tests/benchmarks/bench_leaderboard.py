@@ -8,7 +8,7 @@ Run (not collected by pytest)::
         [--sizes 10000,100000,1000000] [--models 60] [--warm 30] \\
         [--baseline-up-to 100000] [--profile] [--json out.json]
 
-Targets (issue 20): warm ``GET /v1/leaderboard`` <= 50 ms; a cold rebuild at 1,000,000
+Targets: warm ``GET /v1/leaderboard`` <= 50 ms; a cold rebuild at 1,000,000
 verdicts <= 5 s and <= 1 GiB, off the request path.
 
 What runs, per size (a database of its own on one throwaway durable PostgreSQL):

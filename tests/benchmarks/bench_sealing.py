@@ -3,7 +3,7 @@ sealing and opening one value.
 
 Run: ``python tests/benchmarks/bench_sealing.py [--items 100000] [--repeats 3]`` (not
 collected by pytest). Starts its own PostgreSQL from the installed binaries (durable
-settings, as ``bench_bank``), writes the synthetic bank of ``bench_bank`` and imports it
+settings, as ``bench_import``), writes the synthetic bank of ``bench_import`` and imports it
 through the real importer (COPY) into a fresh database per repeat, without augmentation,
 adding its disciplines; prints items/s of each repeat and their median, and items per
 second of this process's CPU (the importer's Python side, where sealing happens: a figure
