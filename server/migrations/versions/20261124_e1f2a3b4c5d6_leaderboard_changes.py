@@ -29,8 +29,11 @@ STATEMENT_TRIGGERS = {
 ROW_TRIGGERS = {
     "eval_sessions_state": (
         "UPDATE", "eval_sessions",
-        "OLD.state IS DISTINCT FROM NEW.state OR OLD.model_id IS DISTINCT FROM NEW.model_id"
-        " OR OLD.mode IS DISTINCT FROM NEW.mode",
+        # only sessions on the board (scored, reviewed) or entering or leaving it: a session
+        # opened, answered or expired does not invalidate every worker's board
+        "(OLD.state IN ('scored', 'reviewed') OR NEW.state IN ('scored', 'reviewed'))"
+        " AND (OLD.state IS DISTINCT FROM NEW.state"
+        " OR OLD.model_id IS DISTINCT FROM NEW.model_id OR OLD.mode IS DISTINCT FROM NEW.mode)",
     ),
     "eval_sessions_scored": (
         "INSERT", "eval_sessions", "NEW.state IN ('scored', 'reviewed')",

@@ -265,6 +265,10 @@ async def test_the_change_counter_moves_with_the_boards_inputs_only(board: Board
             )
         )
         assert await changed(update(ReviewTask).values(state="done"))
+        # a session off the board moving between states the board does not read: no change
+        assert await changed(this_session.values(state="active"))  # leaves the board
+        assert await changed(this_session.values(state="answered")) is False
+        assert await changed(this_session.values(state="scored"))  # back on it
     finally:
         await engine.dispose()
 
