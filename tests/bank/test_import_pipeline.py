@@ -58,13 +58,11 @@ async def _rows(session: AsyncSession) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in result]
 
 
-@pytest.fixture
-def postgres_only(backend: str) -> None:
-    if backend != "postgres":
-        pytest.skip("the pipeline runs on PostgreSQL only (elsewhere the import is in-process)")
+# The pipeline runs on PostgreSQL only (elsewhere the import is in-process).
+POSTGRES_ONLY = pytest.mark.parametrize("backend", ["postgres"], indirect=True, scope="session")
 
 
-@pytest.mark.usefixtures("postgres_only")
+@POSTGRES_ONLY
 async def test_pipelined_import_writes_and_reports_what_the_in_process_one_does(
     fresh_db_url: str,
 ) -> None:
@@ -89,7 +87,7 @@ async def test_pipelined_import_writes_and_reports_what_the_in_process_one_does(
     assert rows_p == rows_i and keys_p == keys_i > 0
 
 
-@pytest.mark.usefixtures("postgres_only")
+@POSTGRES_ONLY
 async def test_pipelined_import_reimport_is_unchanged(db_session: AsyncSession) -> None:
     first = await _import(db_session, _batch(), 1)
     second = await _import(db_session, _batch(), 1)
@@ -98,7 +96,7 @@ async def test_pipelined_import_reimport_is_unchanged(db_session: AsyncSession) 
     assert second.unchanged == second.records == len(_batch())  # duplicates: same content id
 
 
-@pytest.mark.usefixtures("postgres_only")
+@POSTGRES_ONLY
 async def test_a_bad_record_in_a_late_chunk_refuses_everything(db_session: AsyncSession) -> None:
     records = _batch()
     taken = uuid.uuid4()

@@ -40,9 +40,8 @@ def of_the_request(statements: list[str]) -> list[str]:
     return [s for s in statements if "audit_log" not in s]
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # the single statements are PostgreSQL's
 async def test_a_delivery_and_an_answer_take_one_statement_each(api: Api, backend: str) -> None:
-    if backend != "postgres":
-        pytest.skip("the single statements are PostgreSQL's")
     client, world, app = api
     headers, sid = await evaluator_session(client, world.a, n_items=3)
     assert (await client.get("/v1/whoami", headers=headers)).status_code == 200  # token known
