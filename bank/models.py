@@ -23,6 +23,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -167,6 +168,37 @@ class Sample(Base):
     n_drawn: Mapped[int] = mapped_column(Integer)
     shortfall: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    drawn_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    """The instant the bank and exposure state were read (after the organisation's
+    sampling lock was taken): re-deriving the sample reads the state as of this instant.
+    None on samples drawn before commitments existed."""
+    source: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    """How it was drawn: ``{"kind": "stratified", "disciplines": [...]}``, ``{"kind":
+    "anchor"}`` or ``{"kind": "item_set", "item_set_id": ...}`` (committed to)."""
+    salt: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """Random salt of the commitment (hex); revealed with the seed once the session is
+    scored."""
+    commitment: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """SHA-256 commitment to the seed, salt, source and ordered item ids (hex), given to
+    the session's creator before any item is delivered."""
+
+
+class ExposureRelease(Base):
+    """An exposure that was given back to the pool (its ``exposures`` row deleted), kept so
+    the exposure state at any past instant can be rebuilt (re-deriving a sample)."""
+
+    __tablename__ = "exposure_releases"
+    __table_args__ = (Index(None, "org_id", "released_at"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    org_id: Mapped[uuid.UUID] = mapped_column()
+    family_id: Mapped[uuid.UUID] = mapped_column()
+    item_id: Mapped[uuid.UUID] = mapped_column()
+    session_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    exposed_at: Mapped[datetime] = mapped_column()
+    released_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class SampleItem(Base):
@@ -184,6 +216,10 @@ class SampleItem(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id"))
     family_id: Mapped[uuid.UUID] = mapped_column()
+    drawn_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """The position the draw gave the item (the committed order); differs from
+    ``position`` only after an adaptive session moved it. None on samples drawn before
+    commitments existed."""
 
 
 class ItemLshKey(Base):

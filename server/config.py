@@ -263,6 +263,19 @@ class Settings(BaseSettings):
     audit_spool_dir: Path | None = None
     """Where audit rows wait while the database is unreachable (default
     ``<data_dir>/audit-spool``); they are written to the database once it is back."""
+    audit_signing_key: SecretStr | None = None
+    """The Ed25519 private key that signs the checkpoints of the audit and results chains
+    and the exported session bundles (``server.ledger.signing``): base64 of the 32-byte
+    raw key, or a PEM (PKCS#8). Unset: ``PROCTOR_AUDIT_SIGNING_KEY_FILE``, else (embedded
+    default) ``<data_dir>/audit-signing-key``, generated with mode 0600 on first use."""
+    audit_signing_key_file: Path | None = None
+    """File holding the checkpoint signing key (same formats as ``audit_signing_key``);
+    refused if group or others may read it."""
+    audit_checkpoint_rows: int = Field(1000, ge=1, le=10_000_000)
+    """A chain's writer signs a checkpoint after this many new rows ..."""
+    audit_checkpoint_s: float = Field(60.0, gt=0, le=86_400)
+    """... or this many seconds after its last checkpoint if rows were written since,
+    whichever comes first."""
     audit_refusal_window_s: float = Field(60.0, gt=0, le=3600)
     """Repeated refusals (any 4xx without a principal; 429 of anyone) of one client address,
     subject, method, route and status within this window are written as one audit row with

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Integer, String
+from sqlalchemy import BigInteger, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, utcnow
@@ -18,6 +18,7 @@ class AuditEntry(Base):
     """One HTTP request, refused ones included."""
 
     __tablename__ = "audit_log"
+    __table_args__ = (Index(None, "chain", "id"),)
 
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
@@ -30,6 +31,14 @@ class AuditEntry(Base):
     route: Mapped[str] = mapped_column(String(200))
     status: Mapped[int] = mapped_column(Integer)
     client: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    chain: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    """The hash chain the row belongs to (``server.ledger.chain``): one per audit writer
+    process, so group commit needs no global lock; None only on rows written before
+    chaining existed (the migration links those into chain ``genesis``)."""
+    prev_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """``row_hash`` of the chain's previous row (the chain's genesis hash for its first)."""
+    row_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """SHA-256 over ``prev_hash`` and the row's fields (``server.ledger.chain.link``)."""
     repeats: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     """How many requests the row stands for: more than 1 only for repeated refusals of one
     kind (``server.audit.refusals``), folded into one row per window."""

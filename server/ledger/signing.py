@@ -1,0 +1,167 @@
+"""The Ed25519 key that signs checkpoints and exported bundles, and checking signatures.
+
+The key comes from ``PROCTOR_AUDIT_SIGNING_KEY`` (base64 of the 32-byte raw private key,
+or a PKCS#8 PEM), else the file ``PROCTOR_AUDIT_SIGNING_KEY_FILE`` (same formats; refused
+if group or others may read it), else ``<data_dir>/audit-signing-key``, generated with mode
+0600 on first use. Replicas that share one key sign alike; each key is named by its
+``key_id`` (the first 16 bytes of the SHA-256 of the raw public key, hex), which every
+checkpoint and bundle records, and an auditor pins the public keys they trust.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from server.config import Settings
+from server.errors import InvalidInput
+
+KEY_FILE = "audit-signing-key"
+"""The generated key's file in the data directory."""
+RAW = serialization.Encoding.Raw
+RAW_PUBLIC = serialization.PublicFormat.Raw
+
+
+class SigningKeyError(RuntimeError):
+    """The configured signing key is missing, unreadable or malformed; says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublicKey:
+    """A public key that verifies signatures, and its id."""
+
+    key: Ed25519PublicKey
+
+    @property
+    def raw_b64(self) -> str:
+        return base64.b64encode(self.key.public_bytes(RAW, RAW_PUBLIC)).decode()
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.key)
+
+    def verifies(self, signature_hex: str, payload: bytes) -> bool:
+        """Whether ``signature_hex`` is this key's signature of ``payload``."""
+        try:
+            self.key.verify(bytes.fromhex(signature_hex), payload)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """The private key and the public key that goes with it."""
+
+    key: Ed25519PrivateKey
+
+    @property
+    def public(self) -> PublicKey:
+        return PublicKey(self.key.public_key())
+
+    def sign(self, payload: bytes) -> str:
+        """The Ed25519 signature of ``payload`` (hex)."""
+        return self.key.sign(payload).hex()
+
+
+def key_id(key: Ed25519PublicKey) -> str:
+    """The name of a public key: the first 16 bytes of SHA-256 of its raw bytes (hex)."""
+    return hashlib.sha256(key.public_bytes(RAW, RAW_PUBLIC)).hexdigest()[:32]
+
+
+def parse_private(text: str, *, source: str) -> SigningKey:
+    """A private key from base64 of its 32 raw bytes, or a PKCS#8 PEM; ``SigningKeyError``
+    naming ``source`` otherwise."""
+    text = text.strip()
+    try:
+        if text.startswith("-----BEGIN"):
+            key = serialization.load_pem_private_key(text.encode(), password=None)
+            if not isinstance(key, Ed25519PrivateKey):
+                raise SigningKeyError(f"{source}: not an Ed25519 private key")
+            return SigningKey(key)
+        raw = base64.b64decode(text, validate=True)
+        if len(raw) != 32:
+            raise SigningKeyError(f"{source}: a raw key is 32 bytes, got {len(raw)}")
+        return SigningKey(Ed25519PrivateKey.from_private_bytes(raw))
+    except (ValueError, TypeError, binascii.Error) as error:
+        raise SigningKeyError(f"{source}: not a key ({type(error).__name__})") from None
+
+
+def parse_public(text: str, *, source: str) -> PublicKey:
+    """A public key from base64 of its 32 raw bytes, or a PEM; ``InvalidInput`` otherwise."""
+    text = text.strip()
+    try:
+        if text.startswith("-----BEGIN"):
+            key = serialization.load_pem_public_key(text.encode())
+            if not isinstance(key, Ed25519PublicKey):
+                raise InvalidInput(f"{source}: not an Ed25519 public key")
+            return PublicKey(key)
+        raw = base64.b64decode(text, validate=True)
+        return PublicKey(Ed25519PublicKey.from_public_bytes(raw))
+    except (ValueError, TypeError, binascii.Error) as error:
+        raise InvalidInput(f"{source}: not a public key ({type(error).__name__})") from None
+
+
+def new_private_text() -> str:
+    """A fresh private key, base64 of its raw bytes (what ``PROCTOR_AUDIT_SIGNING_KEY``
+    takes)."""
+    raw = Ed25519PrivateKey.generate().private_bytes(
+        RAW, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+    )
+    return base64.b64encode(raw).decode()
+
+
+def load_signing_key(settings: Settings) -> SigningKey:
+    """The signing key ``settings`` name (see the module docstring)."""
+    secret = settings.audit_signing_key
+    if secret is not None and secret.get_secret_value().strip():
+        return parse_private(secret.get_secret_value(), source="PROCTOR_AUDIT_SIGNING_KEY")
+    path = settings.audit_signing_key_file
+    if path is not None and str(path).strip() not in ("", "."):
+        return parse_private(_read_private_file(path), source=str(path))
+    return parse_private(_read_private_file(_generated(settings.data_dir)), source=KEY_FILE)
+
+
+def _read_private_file(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SigningKeyError(
+                f"{path}: group or others may access it (mode {stat.S_IMODE(mode):04o}); "
+                f"chmod 600 {path}"
+            )
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SigningKeyError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SigningKeyError(f"{path}: cannot be read ({type(error).__name__})") from None
+
+
+def _generated(data_dir: Path) -> Path:
+    """``<data_dir>/audit-signing-key``, created with a fresh key and mode 0600 if missing
+    (written under a private name and linked into place: the first process wins)."""
+    path = data_dir / KEY_FILE
+    if path.exists():
+        return path
+    data_dir.mkdir(parents=True, exist_ok=True)
+    draft = data_dir / f".{KEY_FILE}.{os.getpid()}"
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(new_private_text() + "\n")
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink(missing_ok=True)
+    return path
