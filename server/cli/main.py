@@ -10,6 +10,7 @@ from server.bank_keys import install_for_command
 from server.cli import (
     admin,
     analyze,
+    audit,
     bank,
     db,
     demo,
@@ -40,6 +41,7 @@ for module in (
     judge,
     leaderboard,
     review,
+    audit,
     analyze,
     simulate,
     run,
