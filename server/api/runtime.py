@@ -28,6 +28,7 @@ from server.auth.tokens import (
 from server.bank_keys import install_keyring
 from server.config import Settings
 from server.database import create_engine, session_factory
+from server.ledger.signing import load_signing_key
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.wakeup import NoWaker, Waker
@@ -107,7 +108,8 @@ def _embedded_secret(data_dir: Path) -> str:
 def build_runtime(settings: Settings) -> Runtime:
     """Everything the API needs, from ``settings`` (no I/O beyond reading key files).
     Installs the keyring sealing the bank (``server.bank_keys``) for the process, or
-    raises ``BankKeyError`` saying what is missing."""
+    raises ``BankKeyError`` saying what is missing; ``SigningKeyError`` if the audit
+    signing key is configured but unusable (``server.ledger.signing``)."""
     codec = TokenCodec(
         signing_keys(settings),
         TokenPolicy(
@@ -153,7 +155,13 @@ def build_runtime(settings: Settings) -> Runtime:
         codec=codec,
         limiter=RateLimiter(counters),
         limits=SessionLimits.from_settings(settings),
-        audit=AuditWriter(audit_engine, settings.effective_audit_spool_dir),
+        audit=AuditWriter(
+            audit_engine,
+            settings.effective_audit_spool_dir,
+            signing_key=load_signing_key(settings),
+            checkpoint_rows=settings.audit_checkpoint_rows,
+            checkpoint_s=settings.audit_checkpoint_s,
+        ),
         refusals=RefusalFolder(window_s=settings.audit_refusal_window_s),
         redis=redis,
         keyring_replaced=keyring_replaced,

@@ -18,6 +18,14 @@ one transaction and deletes the file after the commit. Delivery is at-least-once
 written twice if the process dies between a commit and the file's deletion, or if a
 connection is lost while its commit was already done. A file the database refuses for
 another reason is renamed ``*.rejected`` and logged, never deleted.
+
+Each writer owns one hash chain of the audit log (``server.audit.chaining``, named
+``w-<16 hex>``): rows are linked at insert time, in the order inserted, so a spooled row
+is chained by whichever writer replays it. The writer keeps its chain's head in memory,
+moves it only after a commit, and after any failed (or ambiguous) insert reads the head
+back from the database before inserting again. Every ``checkpoint_rows`` rows or
+``checkpoint_s`` seconds after a commit, and at ``stop``, it signs a checkpoint of its
+head (``server.ledger.checkpoints``) when it has a signing key.
 """
 
 from __future__ import annotations
@@ -25,18 +33,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import logging
 import time
+import uuid
 from enum import Enum
 from pathlib import Path
 
-from sqlalchemy import insert, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.api.problems import is_unavailable
+from server.audit.chaining import LOG, chained_values
 from server.audit.models import AuditEntry
 from server.audit.spool import MAX_SPOOL_FILE_ROWS, Row, Spool
+from server.ledger.chain import ChainHead, genesis
+from server.ledger.checkpoints import Cadence, last_checkpoint_hash, new_checkpoint
+from server.ledger.models import ChainCheckpoint
+from server.ledger.signing import SigningKey
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 500
@@ -57,8 +72,22 @@ class AuditWriter:
         max_backoff_s: float = 5.0,
         replay_every_s: float = 1.0,
         spool_file_rows: int = MAX_SPOOL_FILE_ROWS,
+        signing_key: SigningKey | None = None,
+        checkpoint_rows: int = 1000,
+        checkpoint_s: float = 60.0,
     ) -> None:
         self.engine = engine
+        self.chain = f"w-{uuid.uuid4().hex[:16]}"
+        """The name of this writer's hash chain."""
+        self.signing_key = signing_key
+        self._head: ChainHead | None = ChainHead(self.chain, 0, None, genesis(LOG, self.chain))
+        """The chain's head as committed; None when unknown (after a failed insert)."""
+        self._checkpoint_hash: str | None = None
+        self._checkpoint_known = True
+        """Whether ``_checkpoint_hash`` is the newest checkpoint's (False after a failure)."""
+        self._cadence = Cadence(checkpoint_rows, checkpoint_s)
+        self._chain_lock = asyncio.Lock()
+        """Serialises inserts: the chain is linear (the task and direct writes share it)."""
         self.spool = Spool(spool_dir, database_tag(engine), max_rows=spool_file_rows)
         self.insert_timeout_s = insert_timeout_s
         self.backoff_s = backoff_s
@@ -93,6 +122,10 @@ class AuditWriter:
                 await task
             finally:
                 await self._store_queued()
+        try:
+            await self.checkpoint()
+        except Exception as error:
+            log.warning("audit: no checkpoint at stop (%s)", error)
         self.spool.rotate()
 
     async def write(self, row: Row) -> None:
@@ -178,18 +211,93 @@ class AuditWriter:
         await asyncio.to_thread(self.spool.append, rows)
 
     async def _insert(self, rows: list[Row]) -> None:
-        """One transaction; tried again once at once if a pooled connection turned out
-        dead (the pool is then refilled), e.g. the first insert after a restart."""
-        values = [{"repeats": 1, **row} for row in rows]
-        for attempt in (1, 2):
-            try:
-                async with asyncio.timeout(self.insert_timeout_s):
-                    async with self.engine.begin() as connection:
-                        await connection.execute(insert(AuditEntry), values)
-                return
-            except DBAPIError as error:
-                if attempt == 2 or not error.connection_invalidated:
-                    raise
+        """One transaction, chained onto this writer's head; tried again once at once if a
+        pooled connection turned out dead (the pool is then refilled), e.g. the first
+        insert after a restart. Signs a checkpoint afterwards when one is due."""
+        async with self._chain_lock:
+            for attempt in (1, 2):
+                try:
+                    async with asyncio.timeout(self.insert_timeout_s):
+                        async with self.engine.begin() as connection:
+                            head = await self._chained_insert(connection, rows)
+                    break
+                except BaseException as error:
+                    self._head = None  # committed or not: read it back before the next insert
+                    if (
+                        attempt == 2
+                        or not isinstance(error, DBAPIError)
+                        or not error.connection_invalidated
+                    ):
+                        raise
+            self._head = head
+            self._cadence.wrote(len(rows))
+            if self._cadence.due():
+                try:
+                    await self._checkpoint()
+                except Exception as error:  # the rows are committed: try again later
+                    log.warning("audit: checkpoint failed (%s)", error)
+
+    async def _chained_insert(self, connection: AsyncConnection, rows: list[Row]) -> ChainHead:
+        """Insert ``rows`` linked after the chain's head (read from the database first if
+        unknown); the new head."""
+        head = self._head or await self._read_head(connection)
+        values, last_hash = chained_values(rows, head)
+        statement = insert(AuditEntry).returning(AuditEntry.id, sort_by_parameter_order=True)
+        ids = (await connection.execute(statement, values)).scalars().all()
+        if any(later <= earlier for earlier, later in itertools.pairwise(ids)):
+            raise RuntimeError("audit: ids were not assigned in insertion order")
+        return ChainHead(self.chain, head.n_rows + len(ids), ids[-1], last_hash)
+
+    async def _read_head(self, connection: AsyncConnection) -> ChainHead:
+        """This chain's head as stored: its last row by id, and its number of rows."""
+        last = (
+            await connection.execute(
+                select(AuditEntry.id, AuditEntry.row_hash)
+                .where(AuditEntry.chain == self.chain)
+                .order_by(AuditEntry.id.desc())
+                .limit(1)
+            )
+        ).first()
+        if last is None or last.row_hash is None:
+            return ChainHead(self.chain, 0, None, genesis(LOG, self.chain))
+        count = await connection.scalar(
+            select(func.count()).select_from(AuditEntry).where(AuditEntry.chain == self.chain)
+        )
+        return ChainHead(self.chain, int(count or 0), last.id, last.row_hash)
+
+    async def checkpoint(self) -> None:
+        """Sign a checkpoint of the chain's head now, if rows were written since the last
+        one and the writer has a key (``stop`` calls it)."""
+        async with self._chain_lock:
+            if self._cadence.rows_since > 0:
+                await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        """Insert a signed checkpoint of the committed head (caller holds the lock)."""
+        if self.signing_key is None:
+            self._cadence.done()
+            return
+        async with asyncio.timeout(self.insert_timeout_s):
+            async with self.engine.begin() as connection:
+                head = self._head or await self._read_head(connection)
+                if head.last_row_id is None:
+                    return
+                if not self._checkpoint_known:
+                    self._checkpoint_hash = await last_checkpoint_hash(
+                        connection, log=LOG, chain=self.chain
+                    )
+                values = new_checkpoint(
+                    key=self.signing_key,
+                    log=LOG,
+                    head=head,
+                    prev_checkpoint_hash=self._checkpoint_hash,
+                )
+                self._checkpoint_known = False
+                await connection.execute(insert(ChainCheckpoint), values)
+        self._head = head
+        self._checkpoint_hash = values["checkpoint_hash"]
+        self._checkpoint_known = True
+        self._cadence.done()
 
     async def _probe(self) -> bool:
         """Whether the database answers (``SELECT 1``); updates the back-off."""
