@@ -38,6 +38,7 @@ from server.health.endpoints import router as health_router
 from server.health.job import health_forever
 from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
+from server.ledger.endpoints import router as ledger_router
 from server.observability import metrics
 from server.observability.endpoints import router as operations_router
 from server.observability.logs import configure_logging
@@ -169,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         scoring_router,
         leaderboard_router,
         audit_router,
+        ledger_router,
         bank_items_router,
         item_sets_router,
         health_router,
