@@ -4,7 +4,9 @@ A family is *reserved* for an organisation when a session allocates one of its i
 (``record_exposure(..., session_id=S, delivered=False)``), *delivered* when the item is
 handed out (``mark_delivered``), and *released* back to the pool if the session ends before
 delivering it (``release_undelivered``). Reserved and delivered families are both excluded
-from sampling, so two sessions of one organisation never share a family.
+from sampling, so two sessions of one organisation never share a family. A released
+exposure is kept in ``exposure_releases`` (when it was exposed and released), so re-deriving
+a past sample can rebuild what the organisation had been served at the time.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.bulk import column_in, in_chunks
 from bank.database import utcnow
-from bank.models import Exposure, Item, OrgStratumExclusion
+from bank.models import Exposure, ExposureRelease, Item, OrgStratumExclusion
 from bank.upsert import insert_ignore, insert_or_add
+
+RELEASE_COLUMNS = ("org_id", "family_id", "item_id", "session_id", "exposed_at", "released_at")
 
 
 async def record_exposure(
@@ -88,15 +92,30 @@ async def release_undelivered(
 ) -> int:
     """Return to the pool every family ``session_id`` reserved but never delivered.
 
-    Returns how many families were released."""
-    released = await session.execute(
-        delete(Exposure)
-        .where(
-            Exposure.org_id == org_id,
-            Exposure.session_id == session_id,
-            Exposure.delivered_at.is_(None),
+    The released rows are first copied into ``exposure_releases`` with the instant of
+    their release (same transaction, one ``INSERT ... SELECT``), so the organisation's
+    exposure at any past instant can be rebuilt (``bank.sampling.as_of``). Returns how
+    many families were released."""
+    undelivered = (
+        Exposure.org_id == org_id,
+        Exposure.session_id == session_id,
+        Exposure.delivered_at.is_(None),
+    )
+    await session.execute(
+        insert(ExposureRelease).from_select(
+            RELEASE_COLUMNS,
+            select(
+                Exposure.org_id,
+                Exposure.family_id,
+                Exposure.item_id,
+                Exposure.session_id,
+                Exposure.exposed_at,
+                literal(utcnow(), ExposureRelease.released_at.type),
+            ).where(*undelivered),
         )
-        .returning(Exposure.family_id)
+    )
+    released = await session.execute(
+        delete(Exposure).where(*undelivered).returning(Exposure.family_id)
     )
     family_ids = list(released.scalars().all())
     await _adjust_exclusions(session, org_id=org_id, family_ids=family_ids, sign=-1)
