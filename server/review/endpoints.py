@@ -14,7 +14,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from server.api.dependencies import AnswerReviewer, DbSession, JudgeReader
+from server.api.dependencies import AnswerReviewer, DbSession, JudgeReader, RuntimeDep
+from server.ledger.results import CheckpointSigner
 from server.review import service
 from server.review.models import ReviewReason
 from server.review.schemas import (
@@ -61,7 +62,11 @@ async def show_task(task_id: TaskId, db: DbSession, principal: AnswerReviewer) -
 
 @router.post("/v1/review/tasks/{task_id}/score", response_model=ReviewScoreOut, status_code=201)
 async def score_task(
-    task_id: TaskId, body: ReviewScoreIn, db: DbSession, principal: AnswerReviewer
+    task_id: TaskId,
+    body: ReviewScoreIn,
+    db: DbSession,
+    principal: AnswerReviewer,
+    runtime: RuntimeDep,
 ) -> ReviewScoreOut:
     """Score the answer 0-3 with a note. 404 for a task you may not see; 409 if you scored
     it already (your first score stands) or the task has all its scores."""
@@ -72,6 +77,7 @@ async def score_task(
         score=body.score,
         note=body.note,
         now=datetime.now(UTC),
+        signer=CheckpointSigner.from_settings(runtime.settings),
     )
 
 

@@ -32,6 +32,7 @@ from clients.sdk.types import Role, SessionMode
 from judge.prompts import PROMPT_VERSION
 from server.auth.permissions import Permission, Principal
 from server.errors import Conflict, NotFound
+from server.ledger import results
 from server.registry.models import RegisteredModel
 from server.review.agreement import HumanRating, JudgeRating, agreement_report
 from server.review.models import (
@@ -380,8 +381,10 @@ async def score_task(
     score: int,
     note: str,
     now: datetime,
+    signer: results.CheckpointSigner | None = None,
 ) -> ReviewScoreOut:
-    """Record ``principal``'s score of the task's answer as a human verdict.
+    """Record ``principal``'s score of the task's answer as a human verdict, chained in
+    the results ledger (``server.ledger.results``; ``signer`` signs its due checkpoint).
 
     404 for a task the caller may not see; 409 if they scored this answer already (the
     first score stands) or the task is done. The task is done once it has ``required``
@@ -410,9 +413,12 @@ async def score_task(
             created_at=now,
         )
         .on_conflict_do_nothing()
+        .returning(*results.VERDICT_COLUMNS)
     )
-    if inserted.rowcount != 1:  # type: ignore[attr-defined]
+    written = inserted.all()
+    if len(written) != 1:
         raise Conflict(f"you have scored the answer of task {task_id} already")
+    await results.record(db, written, signer=signer)
     given = len(humans) + 1
     if given >= task.required:
         task.state = ReviewTaskState.DONE.value

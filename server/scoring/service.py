@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Item
+from server.ledger import results
 from server.review.sampling import ReviewPolicy
 from server.review.service import open_review_tasks
 from server.scoring.assignment import JudgeAssignment
@@ -64,9 +65,12 @@ async def enqueue_session(
             Verdict.prompt_version == prompt_version,
             Verdict.needs_review.is_(True),
         )
-        positions = list((await db.execute(select(Verdict.position).where(keys))).scalars())
+        withdrawn = (
+            await db.execute(delete(Verdict).where(keys).returning(*results.VERDICT_COLUMNS))
+        ).all()
+        positions = [row.position for row in withdrawn]
         if positions:
-            await db.execute(delete(Verdict).where(keys))
+            await results.record(db, withdrawn, withdrawn=True)
             result = await db.execute(
                 update(ScoringJob)
                 .where(
@@ -190,9 +194,16 @@ async def load_inputs(db: AsyncSession, job_ids: list[int]) -> dict[int, JobInpu
     return {row[0]: JobInput(*row) for row in rows}
 
 
-async def record_verdict(db: AsyncSession, *, job: ClaimedJob, values: dict[str, Any]) -> bool:
-    """Insert the job's verdict unless one exists, and mark the job done. Returns whether
-    this call inserted the verdict (False: another worker got there first)."""
+async def record_verdict(
+    db: AsyncSession,
+    *,
+    job: ClaimedJob,
+    values: dict[str, Any],
+    signer: results.CheckpointSigner | None = None,
+) -> bool:
+    """Insert the job's verdict unless one exists (and chain it in the results ledger,
+    ``server.ledger.results``, checkpointed by ``signer``), and mark the job done. Returns
+    whether this call inserted the verdict (False: another worker got there first)."""
     stmt = _insert(db, Verdict).values(
         session_id=job.session_id,
         position=job.position,
@@ -200,14 +211,16 @@ async def record_verdict(db: AsyncSession, *, job: ClaimedJob, values: dict[str,
         prompt_version=job.prompt_version,
         **values,
     )
-    result = await db.execute(stmt.on_conflict_do_nothing())
+    written = (
+        await db.execute(stmt.on_conflict_do_nothing().returning(*results.VERDICT_COLUMNS))
+    ).all()
+    await results.record(db, written, signer=signer)
     await db.execute(
         update(ScoringJob)
         .where(ScoringJob.id == job.id)
         .values(state="done", lease_owner=None, lease_expires_at=None, last_error=None)
     )
-    inserted: bool = result.rowcount == 1  # type: ignore[attr-defined]
-    return inserted
+    return len(written) == 1
 
 
 async def defer(

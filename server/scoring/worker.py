@@ -33,6 +33,7 @@ from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from server.config import Settings
 from server.database import session_factory
+from server.ledger.results import CheckpointSigner
 from server.observability import metrics
 from server.observability.judge_metrics import judge_call
 from server.review.sampling import ReviewPolicy
@@ -97,6 +98,8 @@ class ScoringWorker:
         self.panel = panel or JudgePanel(settings, engine)
         self.cascade = cascade or cascade_from(settings)
         self.owner = owner or worker_name()
+        self.signer = CheckpointSigner.from_settings(settings)
+        """Signs the checkpoints of this process's results chain (``server.ledger.results``)."""
         self.consumers = 2 * settings.judge_concurrency
         self._buffer: list[tuple[ClaimedJob, JobInput | None]] = []
         self._refill_lock = asyncio.Lock()
@@ -199,7 +202,9 @@ class ScoringWorker:
                         db, job=job, owner=self.owner, until=until, error=result.error
                     )
                 else:
-                    inserted = await service.record_verdict(db, job=job, values=result)
+                    inserted = await service.record_verdict(
+                        db, job=job, values=result, signer=self.signer
+                    )
             self._held.pop(job.id, None)
             if isinstance(result, _Deferral):
                 stats.deferred += 1

@@ -18,13 +18,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import FormData, QueryParams
 
-from server.api.dependencies import DbSession
+from server.api.dependencies import DbSession, RuntimeDep
 from server.api.guard import text_problem
 from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission, Principal
 from server.console.dependencies import CheckedForm, page
 from server.console.templating import render
 from server.errors import InvalidInput
+from server.ledger.results import CheckpointSigner
 from server.review.models import ReviewReason, ReviewTaskState
 from server.review.schemas import MAX_REVIEW_NOTE, MAX_SCORE, MIN_SCORE
 from server.review.service import list_queue, score_task, show_task, skip_task
@@ -173,7 +174,12 @@ async def _next_task(db: AsyncSession, principal: Principal, done: str) -> Redir
 
 @router.post("/console/review/{task_id}/score", response_model=None)
 async def score(
-    request: Request, task_id: TaskId, db: DbSession, user: Reviewer, form: CheckedForm
+    request: Request,
+    task_id: TaskId,
+    db: DbSession,
+    user: Reviewer,
+    form: CheckedForm,
+    runtime: RuntimeDep,
 ) -> HTMLResponse | RedirectResponse:
     """Record your 0-3 score of the task's answer with a note, then go to the next task
     (or the queue). An invalid score or note gives the task again (422) with the note
@@ -189,6 +195,7 @@ async def score(
         score=given,
         note=note,
         now=datetime.now(UTC),
+        signer=CheckpointSigner.from_settings(runtime.settings),
     )
     return await _next_task(db, user.principal, "scored")
 
