@@ -61,6 +61,10 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/admin/sessions"): OVERSIGHT,
     ("POST", "/v1/admin/sessions/{session_id}/abort"): ADMIN,
     ("GET", "/v1/admin/audit"): OVERSIGHT,
+    # the signed checkpoints of the chained logs: auditors and admins; the public key that
+    # verifies them: anyone signed in
+    ("GET", "/v1/audit/checkpoints"): OVERSIGHT,
+    ("GET", "/v1/audit/signing-key"): ALL,
     # the leaderboard is for every role (vendors see only the public fields); only
     # admins move the anchor of relative scores
     ("GET", "/v1/leaderboard"): ALL,
@@ -356,6 +360,8 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/admin/sessions"): static("/v1/admin/sessions"),
     ("POST", "/v1/admin/sessions/{session_id}/abort"): _abort,
     ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
+    ("GET", "/v1/audit/checkpoints"): static("/v1/audit/checkpoints"),
+    ("GET", "/v1/audit/signing-key"): static("/v1/audit/signing-key"),
     ("GET", "/v1/leaderboard"): static("/v1/leaderboard"),
     ("GET", "/v1/leaderboard/anchors"): static("/v1/leaderboard/anchors"),
     ("PUT", "/v1/admin/leaderboard/anchor"): static(
