@@ -38,6 +38,8 @@ VERSION_TABLE = "alembic_version"
 DML = "SELECT, INSERT, UPDATE, DELETE"
 RUNTIME_TABLE_PRIVILEGES: Mapping[str, str] = {
     AUDIT_TABLE: "SELECT, INSERT",
+    "chain_checkpoints": "SELECT, INSERT",
+    "result_ledger": "SELECT, INSERT",
     VERSION_TABLE: "SELECT",
 }
 """The runtime role's privileges on the tables that differ from ``DML`` (every other
@@ -127,7 +129,8 @@ def grant_runtime_privileges(owner_url: str, runtime_url: str) -> str | None:
 
     * USAGE on the schema (and no CREATE);
     * SELECT, INSERT, UPDATE, DELETE on every table of ``server.models.metadata``, except
-      ``audit_log`` (SELECT and INSERT only) and ``alembic_version`` (SELECT only);
+      the append-only ``audit_log``, ``chain_checkpoints`` and ``result_ledger`` (SELECT
+      and INSERT only) and ``alembic_version`` (SELECT only);
     * USAGE and SELECT on those tables' sequences.
 
     No TRUNCATE, REFERENCES or TRIGGER anywhere: a runtime role that owns nothing (and is

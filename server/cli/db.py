@@ -16,6 +16,8 @@ from server.database import migrate
 
 app = group("db", "Database schema, backups and restores.", "proctor db upgrade")
 register = group_registrar(app)
+APPEND = "audit_log, chain_checkpoints and result_ledger"
+"""The append-only tables, as ``db upgrade`` names them."""
 
 
 @app.command("upgrade")
@@ -30,7 +32,7 @@ def upgrade_command(revision: str = typer.Argument("head", help="Target revision
     role = migrate(url, settings.effective_database_url, revision)
     typer.echo(f"database at {revision}: {_redact(url)}")
     if role is not None:
-        typer.echo(f"runtime role {role}: DML on the tables, only INSERT and SELECT on audit_log")
+        typer.echo(f"runtime role {role}: DML on the tables, only INSERT and SELECT on {APPEND}")
 
 
 def _redact(url: str) -> str:
@@ -109,7 +111,7 @@ def restore_command(
     if done.runtime_role is not None:
         typer.echo(
             f"runtime role {done.runtime_role}: DML on the tables, only INSERT and SELECT on "
-            "audit_log"
+            f"{APPEND}"
         )
     if done.schema_advice is not None:
         stderr.print(f"warning: {done.schema_advice}", markup=False)

@@ -184,7 +184,8 @@ async def test_the_runtime_role_holds_exactly_its_privileges_and_regranting_remo
     roles: Roles,
 ) -> None:
     expected = await table_privileges(roles)
-    assert expected.pop("audit_log") == {"SELECT", "INSERT"}
+    for append_only in ("audit_log", "chain_checkpoints", "result_ledger"):
+        assert expected.pop(append_only) == {"SELECT", "INSERT"}, append_only
     assert expected.pop("alembic_version") == {"SELECT"}
     assert len(expected) > 10 and all(granted == DML for granted in expected.values())
     sequences = await fetch(
