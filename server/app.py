@@ -28,6 +28,7 @@ from server.audit.middleware import AuditMiddleware
 from server.auth.console_logins import delete_ended_logins
 from server.auth.endpoints import router as auth_router
 from server.bank_items.endpoints import router as bank_items_router
+from server.bundles.endpoints import router as bundles_router
 from server.calibration.drift import drift_forever
 from server.calibration.endpoints import router as calibration_router
 from server.config import Settings, get_settings
@@ -171,6 +172,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         leaderboard_router,
         audit_router,
         ledger_router,
+        bundles_router,
         bank_items_router,
         item_sets_router,
         health_router,

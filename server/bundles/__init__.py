@@ -1,0 +1,1 @@
+"""Signed, offline-checkable bundles of one session's record (``server.bundles.format``)."""
