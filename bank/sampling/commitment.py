@@ -24,10 +24,22 @@ import json
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 VERSION = "proctor-sample-commitment-v1"
 SALT_BYTES = 16
+
+
+class SourceKind(StrEnum):
+    """What a sample was drawn from: the ``kind`` of its committed ``source``."""
+
+    STRATIFIED = "stratified"
+    """The stratified bank sample; ``source["disciplines"]`` lists the disciplines planned."""
+    ANCHOR = "anchor"
+    """The private anchor set."""
+    ITEM_SET = "item_set"
+    """A saved item set; ``source["item_set_id"]`` is its id."""
 
 
 def new_salt() -> str:

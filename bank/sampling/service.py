@@ -23,12 +23,14 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import and_, false, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
+from bank.database import utcnow
 from bank.locks import lock
 from bank.models import (
     SLOT_RANK_BITS,
@@ -42,6 +44,7 @@ from bank.models import (
     Stratum,
     make_slot,
 )
+from bank.sampling.commitment import SourceKind, commitment, new_salt
 from bank.sampling.draw import Candidate, RankStream, delivery_order
 from bank.sampling.draw import select as select_items
 from bank.sampling.plan import Plan, StratumSupply, plan_quotas
@@ -73,6 +76,10 @@ class DrawnSample:
     n: int
     items: list[SampledItem]
     shortfall: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] | None = None
+    """What it was drawn from, as committed to (``bank.sampling.commitment``): for
+    ``draw_sample`` ``{"kind": "stratified", "disciplines": [...]}`` with the disciplines
+    the plan used; the caller sets it for other draws (anchor set, item set)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -190,7 +197,8 @@ async def draw_sample(
         for item_id in delivery_order(seed, list(chosen))
         for key in (chosen[item_id],)
     ]
-    return DrawnSample(seed=seed, n=n, items=items, shortfall=plan.shortfall)
+    source = {"kind": SourceKind.STRATIFIED.value, "disciplines": list(disciplines)}
+    return DrawnSample(seed=seed, n=n, items=items, shortfall=plan.shortfall, source=source)
 
 
 async def _load_strata(
@@ -333,29 +341,48 @@ async def allocate_sample(
 ) -> tuple[Sample, DrawnSample]:
     """Draw and record a sample for ``org_id``, holding the organisation's sampling lock so
     two samples for one organisation are drawn one after the other, never from the same
-    snapshot."""
+    snapshot. The sample's ``drawn_at`` is the instant right after the lock was taken."""
     await lock(session, f"bank:sample:{org_id}")
+    drawn_at = utcnow()
     drawn = await draw_sample(session, org_id=org_id, n=n, seed=seed, disciplines=disciplines)
-    return await persist_sample(session, org_id=org_id, sample=drawn), drawn
+    record = await persist_sample(session, org_id=org_id, sample=drawn, drawn_at=drawn_at)
+    return record, drawn
 
 
 async def persist_sample(
-    session: AsyncSession, *, org_id: uuid.UUID, sample: DrawnSample
+    session: AsyncSession,
+    *,
+    org_id: uuid.UUID,
+    sample: DrawnSample,
+    drawn_at: datetime | None = None,
 ) -> Sample:
-    """Record ``sample`` for ``org_id`` (flush only); positions follow delivery order."""
+    """Record ``sample`` for ``org_id`` (flush only); positions follow delivery order, and
+    each item's ``drawn_position`` keeps that order for good.
+
+    The record carries its commitment (``bank.sampling.commitment``) to the seed, a fresh
+    salt, ``sample.source`` (required) and the ordered item ids. ``drawn_at`` is the
+    instant the caller took the organisation's sampling lock, before it read the state the
+    sample was drawn from (default: now)."""
+    if sample.source is None:
+        raise ValueError("a sample is committed to its source: set DrawnSample.source")
+    salt = new_salt()
+    ids = [i.id for i in sample.items]
     record = Sample(
         org_id=org_id,
         seed=sample.seed,
         n_requested=sample.n,
         n_drawn=len(sample.items),
         shortfall=sample.shortfall,
+        drawn_at=drawn_at or utcnow(),
+        source=sample.source,
+        salt=salt,
+        commitment=commitment(seed=sample.seed, salt=salt, source=sample.source, item_ids=ids),
     )
     session.add(record)
     await session.flush()
     connection = await session.connection()
     if connection.dialect.name == "postgresql":
         # One statement from two array parameters: no per-row binds, no COPY set-up.
-        ids = [i.id for i in sample.items]
         families = [i.family_id for i in sample.items]
         await connection.execute(_INSERT_ITEMS, {"sample": record.id, "ids": ids, "fs": families})
         return record
@@ -363,7 +390,13 @@ async def persist_sample(
         session,
         SampleItem,
         [
-            {"sample_id": record.id, "position": p, "item_id": i.id, "family_id": i.family_id}
+            {
+                "sample_id": record.id,
+                "position": p,
+                "drawn_position": p,
+                "item_id": i.id,
+                "family_id": i.family_id,
+            }
             for p, i in enumerate(sample.items)
         ],
     )
@@ -371,8 +404,8 @@ async def persist_sample(
 
 
 _INSERT_ITEMS = text(
-    "INSERT INTO sample_items (sample_id, position, item_id, family_id)"
-    " SELECT :sample, u.position - 1, u.item_id, u.family_id"
+    "INSERT INTO sample_items (sample_id, position, drawn_position, item_id, family_id)"
+    " SELECT :sample, u.position - 1, u.position - 1, u.item_id, u.family_id"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:fs AS uuid[]))"
     " WITH ORDINALITY AS u(item_id, family_id, position)"
 )

@@ -13,6 +13,10 @@ httpx, the response types and the exception tree (:mod:`clients.sdk.errors`).
                 session.id, item, reply.text, usage=Usage(reply.prompt_tokens, reply.output_tokens)
             )
         print(client.wait_scored(session.id))
+
+``session.commitment`` binds the server to the sample before any item is delivered; once
+the session is scored, ``verify_commitment(client.get_commitment(session.id), items,
+expected_commitment=session.commitment)`` checks it (:mod:`clients.sdk.commitment`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from clients.sdk._version import __version__
 from clients.sdk.async_client import AsyncProctorClient
 from clients.sdk.client import ProctorClient
+from clients.sdk.commitment import CommitmentCheck, commitment_of, verify_commitment
 from clients.sdk.errors import (
     AlreadyAnsweredError,
     APIConnectionError,
@@ -49,6 +54,7 @@ from clients.sdk.types import (
     Anchor,
     BaselineRating,
     Baselines,
+    CommitmentReveal,
     Contamination,
     Cost,
     Diagnostics,
@@ -68,6 +74,7 @@ from clients.sdk.types import (
     Model,
     ReplayRate,
     Role,
+    SampleSource,
     ScoreSummary,
     ScoringProgress,
     Session,
@@ -92,6 +99,8 @@ __all__ = [
     "AuthenticationError",
     "BaselineRating",
     "Baselines",
+    "CommitmentCheck",
+    "CommitmentReveal",
     "ConflictError",
     "Contamination",
     "Cost",
@@ -120,6 +129,7 @@ __all__ = [
     "RateLimitError",
     "ReplayRate",
     "Role",
+    "SampleSource",
     "ScoreSummary",
     "ScoringProgress",
     "ServiceUnavailableError",
@@ -132,5 +142,7 @@ __all__ = [
     "Usage",
     "ValidationError",
     "__version__",
+    "commitment_of",
     "error_from_response",
+    "verify_commitment",
 ]

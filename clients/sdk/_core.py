@@ -51,6 +51,7 @@ from clients.sdk.retry_wait import exponential_delay
 from clients.sdk.types import (
     Accepted,
     AdaptiveOptions,
+    CommitmentReveal,
     DisciplineLeaderboard,
     Identity,
     Item,
@@ -381,6 +382,14 @@ def create_session(
 def get_session(session_id: IdLike) -> Call[Session]:
     return Call(
         "GET", f"/v1/sessions/{_segment(session_id)}", lambda r: Session.from_json(_json_dict(r))
+    )
+
+
+def get_commitment(session_id: IdLike) -> Call[CommitmentReveal]:
+    return Call(
+        "GET",
+        f"/v1/sessions/{_segment(session_id)}/commitment",
+        lambda r: CommitmentReveal.from_json(_json_dict(r)),
     )
 
 

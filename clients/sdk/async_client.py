@@ -17,6 +17,7 @@ from clients.sdk._core import AdaptiveChoice, IdLike, LeaderboardView
 from clients.sdk.errors import AuthenticationError, ProctorError
 from clients.sdk.types import (
     Accepted,
+    CommitmentReveal,
     DisciplineLeaderboard,
     Identity,
     Item,
@@ -212,6 +213,12 @@ class AsyncProctorClient:
 
     async def get_session(self, session_id: IdLike) -> Session:
         return await self._run(_core.get_session(session_id))
+
+    async def get_commitment(self, session_id: IdLike) -> CommitmentReveal:
+        """The server's commitment to the session's sample and, once the session is scored,
+        what opens it; check it with :func:`clients.sdk.verify_commitment` against the
+        ``Session.commitment`` you got at creation and the items you were given."""
+        return await self._run(_core.get_commitment(session_id))
 
     async def list_sessions(self, *, limit: int | None = None) -> list[Session]:
         """The organisation's sessions, newest first (the server's default limit: 100)."""

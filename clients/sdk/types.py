@@ -32,6 +32,7 @@ __all__ = [
     "Anchor",
     "BaselineRating",
     "Baselines",
+    "CommitmentReveal",
     "Contamination",
     "Cost",
     "Diagnostics",
@@ -51,6 +52,7 @@ __all__ = [
     "Model",
     "ReplayRate",
     "Role",
+    "SampleSource",
     "ScoreSummary",
     "ScoringProgress",
     "Session",
@@ -303,6 +305,10 @@ class Session:
     adaptive: AdaptiveSummary | None = None
     """An adaptive session's policy, estimate and half-width (score points), and why it
     stopped; on single-session reads only."""
+    commitment: str | None = None
+    """The server's SHA-256 commitment to the session's sample, given when the session is
+    created, before any item: keep it, and once the session is scored check it with
+    :func:`clients.sdk.verify_commitment`. None for sessions drawn before commitments."""
 
     @property
     def done(self) -> bool:
@@ -316,6 +322,58 @@ class Session:
         fields["state"] = _vocabulary(SessionState, fields["state"])
         adaptive = fields.get("adaptive")
         fields["adaptive"] = None if adaptive is None else AdaptiveSummary.from_json(adaptive)
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleSource(_Body):
+    """What a session's sample was drawn from, as committed to: ``kind`` ``stratified``
+    (with the ``disciplines`` its plan gave quotas), ``anchor`` or ``item_set`` (with the
+    ``item_set_id``)."""
+
+    kind: str
+    disciplines: list[str] | None = None
+    item_set_id: str | None = None
+    recorded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The object exactly as the server sent it (what the commitment hashes); empty when
+    built by hand, and then ``to_json`` gives the fields that are not None."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields.pop("recorded", None)
+        return cls(**fields, recorded=dict(data))
+
+    def to_json(self) -> dict[str, Any]:
+        """The source as committed to (``recorded``, or the fields that are set)."""
+        if self.recorded:
+            return dict(self.recorded)
+        return {
+            name: value
+            for name in ("kind", "disciplines", "item_set_id")
+            if (value := getattr(self, name)) is not None
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitmentReveal(_Body):
+    """``GET /v1/sessions/{id}/commitment``: the commitment to the session's sample and,
+    once the session is scored (``revealed``), the seed, salt, source and item ids (in
+    drawn order) that open it. Check it with :func:`clients.sdk.verify_commitment`."""
+
+    commitment: str | None
+    revealed: bool
+    seed: str | None = None
+    salt: str | None = None
+    source: SampleSource | None = None
+    """What the sample was drawn from."""
+    item_ids: list[str] | None = None
+    """The sample's items in drawn order."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        fields["source"] = _optional(SampleSource, fields.get("source"))
         return cls(**fields)
 
 

@@ -20,11 +20,18 @@ from server.api.dependencies import (
 )
 from server.auth.permissions import Principal
 from server.scoring.visibility import shows_verdict_figures, visible_state
-from server.sessions import adaptive, service
+from server.sessions import adaptive, commitment, service
 from server.sessions.adaptive import AdaptiveRequest
 from server.sessions.models import EvalSession
 from server.sessions.modes import SessionMode
-from server.sessions.schemas import AnswerAccepted, AnswerIn, ItemOut, SessionCreate, SessionOut
+from server.sessions.schemas import (
+    AnswerAccepted,
+    AnswerIn,
+    CommitmentOut,
+    ItemOut,
+    SessionCreate,
+    SessionOut,
+)
 from server.sessions.states import SessionState
 
 router = APIRouter(tags=["sessions"])
@@ -62,14 +69,16 @@ def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
 
 
 async def _session_out(db: DbSession, record: EvalSession, principal: Principal) -> SessionOut:
-    """The session with, if adaptive, its policy and estimate: the figures that move with
-    single verdicts only where they may be shown (``shows_verdict_figures``)."""
+    """The session with its sample commitment and, if adaptive, its policy and estimate:
+    the figures that move with single verdicts only where they may be shown
+    (``shows_verdict_figures``)."""
+    committed = await commitment.of_session(db, record)
     if record.mode != SessionMode.ADAPTIVE.value:
-        return _shown(SessionOut.of(record), principal)
+        return _shown(SessionOut.of(record, commitment=committed), principal)
     summary = await adaptive.summary(db, record=record)
     if not shows_verdict_figures(principal, record.state):
         summary = adaptive.without_verdict_figures(summary)
-    return _shown(SessionOut.of(record, summary), principal)
+    return _shown(SessionOut.of(record, summary, commitment=committed), principal)
 
 
 def _shown(out: SessionOut, principal: Principal) -> SessionOut:
@@ -77,8 +86,11 @@ def _shown(out: SessionOut, principal: Principal) -> SessionOut:
     return out.model_copy(update={"state": visible_state(principal, out.state)})
 
 
-def _sessions_out(records: list[EvalSession], principal: Principal) -> list[SessionOut]:
-    return [_shown(SessionOut.of(r), principal) for r in records]
+async def _sessions_out(
+    db: DbSession, records: list[EvalSession], principal: Principal
+) -> list[SessionOut]:
+    committed = await commitment.of_sessions(db, records)
+    return [_shown(SessionOut.of(r, commitment=committed[r.id]), principal) for r in records]
 
 
 @router.get("/v1/sessions", response_model=list[SessionOut])
@@ -86,8 +98,8 @@ async def list_own_sessions(
     db: DbSession, principal: SessionsReader, limit: Limit = 100
 ) -> list[SessionOut]:
     """Your organisation's sessions, newest first (every organisation's for auditors)."""
-    return _sessions_out(
-        await service.list_sessions(db, principal=principal, limit=limit), principal
+    return await _sessions_out(
+        db, await service.list_sessions(db, principal=principal, limit=limit), principal
     )
 
 
@@ -158,7 +170,8 @@ async def admin_list_sessions(
     limit: Limit = 100,
 ) -> list[SessionOut]:
     """Every organisation's sessions, filtered by organisation and state."""
-    return _sessions_out(
+    return await _sessions_out(
+        db,
         await service.list_sessions(
             db, principal=principal, org_id=org_id, state=state, limit=limit
         ),
@@ -172,4 +185,19 @@ async def admin_abort_session(
 ) -> SessionOut:
     """Abort an open session; its undelivered items go back to the pool."""
     record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())
-    return SessionOut.of(record)
+    return SessionOut.of(record, commitment=await commitment.of_session(db, record))
+
+
+@router.get(
+    "/v1/sessions/{session_id}/commitment",
+    response_model=CommitmentOut,
+    response_model_exclude_unset=True,  # the source exactly as recorded: no added nulls
+)
+async def read_commitment(
+    session_id: SessionId, db: DbSession, principal: SessionsReader
+) -> CommitmentOut:
+    """The commitment to the session's sample; once the session is scored, also its seed,
+    salt, source and item ids in drawn order, so anyone can recompute it (the SDK's
+    ``verify_commitment``). 404 where ``GET /v1/sessions/{id}`` is."""
+    opened = await commitment.reveal(db, principal=principal, session_id=session_id)
+    return CommitmentOut.model_validate(opened)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bank.sampling.commitment import SourceKind
 from clients.sdk.types import (
     AdaptiveBound,
     AdaptivePolicy,
@@ -116,9 +117,19 @@ class SessionOut(BaseModel):
     ended_at: datetime | None
     adaptive: AdaptiveOut | None = None
     """An adaptive session's policy and estimate (on the single-session routes only)."""
+    commitment: str | None = None
+    """SHA-256 commitment (hex) to the session's sample: its seed, a salt, what it was
+    drawn from and its item ids in drawn order, given before any item is delivered and
+    opened by ``GET /v1/sessions/{id}/commitment`` once the session is scored. Null for
+    sessions whose sample was drawn before commitments existed."""
 
     @classmethod
-    def of(cls, record: EvalSession, adaptive: AdaptiveSummary | None = None) -> SessionOut:
+    def of(
+        cls,
+        record: EvalSession,
+        adaptive: AdaptiveSummary | None = None,
+        commitment: str | None = None,
+    ) -> SessionOut:
         fields: dict[str, Any] = {
             "id": record.id,
             "org_id": record.org_id,
@@ -135,7 +146,43 @@ class SessionOut(BaseModel):
             **fields,
             **session_counts(record),
             adaptive=AdaptiveOut.model_validate(adaptive) if adaptive is not None else None,
+            commitment=commitment,
         )
+
+
+class SampleSourceOut(BaseModel):
+    """What a sample was drawn from, exactly as committed to: sent with the keys it was
+    recorded with and no others (the route leaves unset fields out: the commitment hashes
+    this object)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: SourceKind
+    disciplines: list[str] | None = None
+    """``stratified``: the disciplines the sample's plan gave quotas."""
+    item_set_id: str | None = None
+    """``item_set``: the id of the item set drawn from."""
+
+
+class CommitmentOut(BaseModel):
+    """A session's sample commitment and, once the session is scored (or reviewed), what
+    opens it; before that ``revealed`` is false and the rest is null. Recompute the hash
+    with ``clients.sdk.verify_commitment``."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    commitment: str | None
+    """SHA-256 (hex) of the canonical JSON of version, seed, salt, source and item ids;
+    null for samples drawn before commitments existed."""
+    revealed: bool
+    seed: str | None = None
+    salt: str | None = None
+    source: SampleSourceOut | None = None
+    """What the sample was drawn from: ``{"kind": "stratified", "disciplines": [...]}``,
+    ``{"kind": "anchor"}`` or ``{"kind": "item_set", "item_set_id": ...}``."""
+    item_ids: list[uuid.UUID] | None = None
+    """The sample's items in drawn order (delivery may have reordered an adaptive
+    session's)."""
 
 
 class ItemOut(BaseModel):

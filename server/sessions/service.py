@@ -18,11 +18,13 @@ from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import draw_anchor_sample
+from bank.database import utcnow
 from bank.disciplines import sampled_disciplines
 from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.item_sets import draw_item_set_sample, get_item_set
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
+from bank.sampling.commitment import SourceKind
 from bank.sampling.service import DrawnSample, allocate_sample, persist_sample
 from clients.llm.traces import split_reasoning
 from judge.contamination.replay import replay_prompt
@@ -130,12 +132,16 @@ async def create_session(
     await lock(db, f"bank:sample:{org_id}")
     await expire_overdue(db, now=now, org_id=org_id)
     await _check_org_quotas(db, org_id=org_id, limits=limits, now=now)
+    # The sample's drawn_at: under the lock, after this transaction's own expiries gave
+    # their families back, before the draw reads the bank and exposure state.
+    drawn_at = utcnow()
     if mode is SessionMode.ANCHOR:
         drawn = await draw_anchor_sample(db, org_id=org_id, n=n)
-        sample = await persist_sample(db, org_id=org_id, sample=drawn)
+        drawn.source = {"kind": SourceKind.ANCHOR.value}
+        sample = await persist_sample(db, org_id=org_id, sample=drawn, drawn_at=drawn_at)
     elif item_set is not None:
         drawn = await _draw_from_item_set(db, org_id=org_id, name=item_set, n=n)
-        sample = await persist_sample(db, org_id=org_id, sample=drawn)
+        sample = await persist_sample(db, org_id=org_id, sample=drawn, drawn_at=drawn_at)
     else:
         sample, drawn = await allocate_sample(db, org_id=org_id, n=n)
     if not drawn.items:
@@ -181,7 +187,9 @@ async def _draw_from_item_set(
     record = await get_item_set(db, name)
     if record is None:
         raise NotFound(f"no item set is named {name!r}")
-    return await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
+    drawn = await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
+    drawn.source = {"kind": SourceKind.ITEM_SET.value, "item_set_id": str(record.id)}
+    return drawn
 
 
 async def org_limits(

@@ -51,14 +51,18 @@ from server.sessions.schemas import (
     AdaptiveOptions,
     AdaptiveOut,
     AnswerAccepted,
+    CommitmentOut,
     DisciplineEstimateOut,
     ItemOut,
+    SampleSourceOut,
     SessionOut,
 )
 
 PAIRS: list[tuple[type, type[BaseModel], set[str]]] = [
     (sdk.Model, ModelOut, set()),
     (sdk.Session, SessionOut, set()),
+    (sdk.CommitmentReveal, CommitmentOut, set()),
+    (sdk.SampleSource, SampleSourceOut, {"recorded"}),
     (sdk.AdaptiveSummary, AdaptiveOut, set()),
     (sdk.DisciplineEstimate, DisciplineEstimateOut, set()),
     (sdk.Item, ItemOut, set()),
@@ -363,3 +367,33 @@ def test_whoami_reads_into_the_role_enum() -> None:
     assert newer.role == "janitor" and not isinstance(newer.role, sdk.Role)
     with pytest.raises(TypeError, match="Role: expected a string"):
         sdk.Identity.from_json({**sent, "role": None})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"kind": "stratified", "disciplines": ["law", "math"]},
+        {"kind": "anchor"},
+        {"kind": "item_set", "item_set_id": str(uuid.UUID(int=5))},
+    ],
+)
+def test_the_sdk_verifies_a_reveal_as_the_server_sends_it(source: dict[str, Any]) -> None:
+    """The route leaves unset fields out, so the source arrives with its recorded keys only
+    and hashes to what the server committed to."""
+    from bank.sampling.commitment import commitment
+    from clients.sdk import verify_commitment
+
+    items = [uuid.UUID(int=1), uuid.UUID(int=2)]
+    promised = commitment(seed="s" * 32, salt="t" * 32, source=source, item_ids=items)
+    document = {
+        "commitment": promised,
+        "revealed": True,
+        "seed": "s" * 32,
+        "salt": "t" * 32,
+        "source": source,
+        "item_ids": items,
+    }
+    sent = served(CommitmentOut, document)
+    assert sent["source"] == source
+    reveal = sdk.CommitmentReveal.from_json(sent)
+    assert verify_commitment(reveal, [(1, str(items[1]))], expected_commitment=promised).ok
