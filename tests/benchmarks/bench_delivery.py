@@ -6,6 +6,7 @@ Run (not collected by pytest)::
     python tests/benchmarks/bench_delivery.py [--vendors 200] [--items 150] [--workers 2]
         [--duration 20] [--warmup 5] [--client-procs 2] [--deliver-items 120]
         [--paced-share 0.5] [--profile DIR] [--json results.json]
+        [--baseline-tree PATH] [--micro-audit ROWS]
 
 It starts its own durable PostgreSQL (fsync, synchronous_commit, full_page_writes on) and
 Redis from the installed Debian binaries (``tests.support.services``), migrates, seeds a synthetic
@@ -64,12 +65,22 @@ Figures (the delivery targets):
 
 The machine's cores are shared by clients, server, PostgreSQL and Redis: on a small
 machine the figures measure the whole system, not the server alone.
+
+Before and after in one run: ``--baseline-tree PATH`` (a checkout of another commit, e.g.
+``git worktree add /tmp/before <commit>``; nothing installed, the same venv) runs the HTTP
+phases first against a server started from PATH (``PYTHONPATH=PATH``, on the same
+database, with sessions of its own), then against this tree, and prints both with the
+ratios this/baseline. ``--micro-audit ROWS`` also times ``ROWS`` audit rows written through
+each tree's ``AuditWriter`` (200 concurrent writers, group commit) and the hashing alone
+(``server.audit.chaining.chained_values``, microseconds per row). Without a
+``redis-server`` binary the server runs on in-memory rate-limit counters (noted).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import multiprocessing as mp
@@ -562,11 +573,16 @@ class Server:
                 self.process.wait(10)
 
 
-def start_server(env_extra: dict[str, str], workers: int, workdir: Path) -> Server:
+def start_server(
+    env_extra: dict[str, str], workers: int, workdir: Path, tree: Path | None = None
+) -> Server:
+    """``proctor serve`` from this checkout, or from ``tree`` (``PYTHONPATH=tree``)."""
     from tests.support.ports import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env.update(env_extra)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     port = free_port()
     log = workdir / "serve.log"
     cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1"]
@@ -575,7 +591,7 @@ def start_server(env_extra: dict[str, str], workers: int, workdir: Path) -> Serv
         process = subprocess.Popen(
             cmd,
             env=env,
-            cwd=str(Path(__file__).resolve().parents[2]),
+            cwd=str(tree or Path(__file__).resolve().parents[2]),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -979,6 +995,215 @@ def print_report(results: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- #
 
 
+MICRO_AUDIT_SCRIPT = """
+import asyncio, json, sys, tempfile, time
+from pathlib import Path
+from bank.database import utcnow
+from server.audit.writer import AuditWriter
+from server.database import create_engine
+
+WRITERS = 200
+
+
+def row(i):
+    return {"at": utcnow(), "subject": f"bench-{i}", "org_id": None, "session_id": None,
+            "method": "GET", "route": "/bench/micro-audit", "status": 200,
+            "client": "127.0.0.1", "repeats": 1}
+
+
+async def main(url, n):
+    import server.audit.writer as module
+    chaining = hasattr(module, "chained_values")  # (an editable install finds any module)
+    options = {}
+    if chaining:  # sign checkpoints as the server does
+        from server.ledger.signing import new_private_text, parse_private
+        options = {"signing_key": parse_private(new_private_text(), source="bench")}
+    engine = create_engine(url, pool_size=2, max_overflow=2)
+    writer = AuditWriter(engine, Path(tempfile.mkdtemp()), **options)
+    writer.start()
+    per = n // WRITERS
+
+    async def one(k):
+        for i in range(per):
+            await writer.write(row(k * per + i))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(k) for k in range(WRITERS)))
+    elapsed = time.perf_counter() - t0
+    await writer.stop()
+    await engine.dispose()
+    out = {"rows": per * WRITERS, "rows_per_s": per * WRITERS / elapsed}
+    if chaining:
+        from server.audit.chaining import chained_values
+        from server.ledger.chain import ChainHead
+
+        rows = [row(i) for i in range(n)]
+        t0 = time.perf_counter()
+        chained_values(rows, ChainHead("w-bench", 0, None, "0" * 64))
+        out["hash_us_per_row"] = 1e6 * (time.perf_counter() - t0) / n
+    print(json.dumps(out))
+
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def upgrade_from(tree: Path, url: str) -> None:
+    """Migrate ``url`` with the migrations of the checkout ``tree`` (its own schema)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PYTHONPATH"] = str(tree)
+    script = "import sys; from server.database import upgrade; upgrade(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", script, url], cwd=str(tree), env=env, check=True)
+
+
+def micro_audit(url: str, tree: Path | None, rows: int, workdir: Path) -> dict[str, Any]:
+    """``rows`` audit rows through the ``AuditWriter`` of ``tree`` (None: this checkout),
+    from 200 concurrent writers; and, where the tree chains, the hashing alone."""
+    root = tree or Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env["PYTHONPATH"] = str(root)
+    env["PROCTOR_BANK_KEYS"] = TEST_BANK_KEYS
+    done = subprocess.run(
+        [sys.executable, "-c", MICRO_AUDIT_SCRIPT, url, str(rows)],
+        cwd=str(root),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"micro audit benchmark failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def print_comparison(results: dict[str, Any]) -> None:
+    """Each tree's req/s and latencies per phase, and this tree's over the baseline's."""
+    trees = results["trees"]
+    micro = results.get("micro_audit", {})
+    if micro:
+        print("\nAudit rows through AuditWriter (200 concurrent writers, group commit):")
+        for label, figures in micro.items():
+            hashing = figures.get("hash_us_per_row")
+            print(
+                f"  {label:<10} {figures['rows_per_s']:>9.0f} rows/s"
+                + (f"   hashing alone {hashing:.1f} us/row" if hashing is not None else "")
+            )
+        if "baseline" in micro and "this tree" in micro:
+            ratio = micro["this tree"]["rows_per_s"] / micro["baseline"]["rows_per_s"]
+            print(f"  this tree / baseline: {ratio:.3f}")
+    if "baseline" not in trees or "this tree" not in trees:
+        return
+    before, after = trees["baseline"]["phases"], trees["this tree"]["phases"]
+    print(f"\nBaseline ({trees['baseline']['tree']}) vs this tree:")
+    header = (
+        f"{'phase':<8} {'request':<8} {'req/s before':>13} {'req/s now':>10} {'ratio':>6} "
+        f"{'p50 before':>11} {'p50 now':>8} {'p99 before':>11} {'p99 now':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for phase, r in after.items():
+        for kind, now in r["requests"].items():
+            then = before.get(phase, {}).get("requests", {}).get(kind)
+            if then is None:
+                continue
+            print(
+                f"{phase:<8} {kind:<8} {then['per_s']:>13.1f} {now['per_s']:>10.1f} "
+                f"{now['per_s'] / then['per_s']:>6.3f} {then['p50_ms']:>11.1f} "
+                f"{now['p50_ms']:>8.1f} {then['p99_ms']:>11.1f} {now['p99_ms']:>8.1f}"
+            )
+
+
+def run_tree(
+    results: dict[str, Any],
+    args: argparse.Namespace,
+    phases: list[str],
+    env: dict[str, str],
+    workdir: Path,
+    tree: Path | None,
+    url: str,
+    info: dict[str, Any],
+    pgb_clients: int,
+    n_deliver: int,
+    cpu_services: dict[str, list[int]],
+) -> list[dict[str, Any]]:
+    """Start a server from ``tree`` (None: this checkout), open its sessions, run the HTTP
+    phases into ``results["phases"]``, stop it; the sessions kept for pgbench."""
+    server = start_server(env, args.workers, workdir, tree)
+    try:
+        started = time.perf_counter()
+        vendor_rows, pgb_rows, deliver_rows = asyncio.run(
+            open_sessions(
+                server.url,
+                info["key"],
+                info["model_id"],
+                [
+                    (args.vendors, args.items),
+                    (pgb_clients if "pgbench" in phases else 0, args.pgbench_items),
+                    (n_deliver, args.deliver_items),
+                ],
+            )
+        )
+        short = [
+            r
+            for rows, asked in (
+                (vendor_rows, args.items),
+                (pgb_rows, args.pgbench_items),
+                (deliver_rows, args.deliver_items),
+            )
+            for r in rows
+            if r["n_items"] < asked
+        ]
+        print(
+            f"opened {len(vendor_rows) + len(pgb_rows) + len(deliver_rows)} sessions in "
+            f"{time.perf_counter() - started:.1f} s"
+            + (f" ({len(short)} got fewer items than asked)" if short else ""),
+            flush=True,
+        )
+        if deliver_rows:
+            asyncio.run(widen_pending_window(url, deliver_rows))
+        asyncio.run(analyze(url))
+        vendors = [Vendor(r["token"], r["session_id"]) for r in vendor_rows]
+        deliverers = [Vendor(r["token"], r["session_id"]) for r in deliver_rows]
+        profile_dir = Path(args.profile) if args.profile else None
+        if profile_dir is not None:
+            profile_dir.mkdir(parents=True, exist_ok=True)
+        cpu_groups = {"server": [server.process.pid], **cpu_services}
+        for phase in ("whoami", "next", "deliver", "cycle", "paced"):
+            if phase not in phases:
+                continue
+            pace_s = 0.0
+            if phase == "paced":
+                saturated = results["phases"]["cycle"]["requests"]["answer"]["per_s"]
+                pace_s = len(vendors) / (args.paced_share * saturated)
+                results["paced_rate"] = args.paced_share * saturated
+            print(
+                f"phase {phase}: {args.warmup:g} s warm-up + {args.duration:g} s"
+                + (f" at {len(vendors) / pace_s:.1f} cycles/s" if pace_s else "")
+                + " ...",
+                flush=True,
+            )
+            results["phases"][phase] = run_phase(
+                phase,
+                deliverers if phase == "deliver" else vendors,
+                server.url,
+                args,
+                cpu_groups,
+                pace_s=pace_s,
+                profile_to=profile_dir / f"{phase}.txt" if profile_dir else None,
+            )
+            if profile_dir is not None and (profile_dir / f"{phase}.txt").exists():
+                results["phases"][phase]["top_frames"] = top_frames(profile_dir / f"{phase}.txt")
+    finally:
+        server.stop()
+        if args.keep_log:
+            print(server.log.read_text()[-5000:])
+        log_text = server.log.read_text()
+        if "Traceback" in log_text or "ERROR" in log_text:
+            results["notes"].append(f"server log has errors; tail:\n{log_text[-2000:]}")
+    return pgb_rows
+
+
 def main() -> None:
     install_test_keyring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -1035,6 +1260,20 @@ def main() -> None:
         default=[],
         help="extra postgresql.conf line name=value (repeatable)",
     )
+    parser.add_argument(
+        "--baseline-tree",
+        metavar="PATH",
+        type=Path,
+        help="also run the HTTP phases first against a server from this checkout "
+        "(PYTHONPATH=PATH, same venv) and print both with the ratios",
+    )
+    parser.add_argument(
+        "--micro-audit",
+        metavar="ROWS",
+        type=int,
+        default=0,
+        help="also time ROWS audit rows through each tree's AuditWriter, and the hashing",
+    )
     parser.add_argument("--keep-log", action="store_true", help="print the server log tail")
     parser.add_argument(
         "--json", metavar="FILE", help="also write the results as JSON ('-': stdout)"
@@ -1044,7 +1283,14 @@ def main() -> None:
     pgb_clients = args.pgbench_clients or args.vendors
 
     from server.database import upgrade
-    from tests.support.services import postgres_server, redis_server
+    from tests.support.services import find_redis_server, postgres_server, redis_server
+
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if args.baseline_tree is not None:
+        if not (args.baseline_tree / "server" / "app.py").is_file():
+            parser.error(f"--baseline-tree {args.baseline_tree}: not a Proctor checkout")
+        trees.insert(0, ("baseline", args.baseline_tree.resolve()))
+    with_redis = find_redis_server() is not None
 
     results: dict[str, Any] = {
         "config": {
@@ -1060,32 +1306,42 @@ def main() -> None:
             "cpus": os.cpu_count(),
         },
         "phases": {},
-        "notes": [],
+        "trees": {},
+        "notes": [] if with_redis else ["no redis-server: in-memory rate-limit counters"],
     }
     with (
         postgres_server(settings=pg_settings(args)) as pg,
-        redis_server() as redis,
+        redis_server() if with_redis else contextlib.nullcontext() as redis,
         tempfile.TemporaryDirectory(prefix="bench-delivery-") as tmp,
     ):
         workdir = Path(tmp)
-        pg.create_database("bench")
-        url = pg.url("bench")
-        upgrade(url)
         n_deliver = args.vendors if "deliver" in phases else 0
         needed = (
             args.vendors * args.items
             + n_deliver * args.deliver_items
             + pgb_clients * args.pgbench_items
         )
-        info = asyncio.run(seed(url, math.ceil(needed * 1.2)))
-        print(
-            f"seeded {info['families']} item families in {info['seed_s']:.1f} s (needed {needed})",
-            flush=True,
-        )
-        asyncio.run(analyze(url))
+        databases: dict[str, tuple[str, dict[str, Any]]] = {}
+        for label, tree in trees:  # each tree on a database of its own schema
+            name = "bench" if tree is None else "bench_baseline"
+            pg.create_database(name)
+            tree_url = pg.url(name)
+            if tree is None:
+                upgrade(tree_url)
+            else:
+                upgrade_from(tree, tree_url)
+            tree_info = asyncio.run(seed(tree_url, math.ceil(needed * 1.2)))
+            print(
+                f"{label}: seeded {tree_info['families']} item families in "
+                f"{tree_info['seed_s']:.1f} s (needed {needed})",
+                flush=True,
+            )
+            asyncio.run(analyze(tree_url))
+            databases[label] = (tree_url, tree_info)
+        url, info = databases["this tree"]
         env = {
             "PROCTOR_DATABASE_URL": url,
-            "PROCTOR_REDIS_URL": redis.url,
+            **({"PROCTOR_REDIS_URL": redis.url} if redis is not None else {}),
             "PROCTOR_JWT_SECRET": JWT_SECRET,
             "PROCTOR_BANK_KEYS": TEST_BANK_KEYS,
             "PROCTOR_MAX_CONCURRENT_SESSIONS": str(10 * (2 * args.vendors + pgb_clients)),
@@ -1104,87 +1360,32 @@ def main() -> None:
                     ["pgrep", "-f", f"redis-server.*{redis.port}"], capture_output=True, text=True
                 ).stdout.split()
             ]
-            if shutil.which("pgrep")
+            if shutil.which("pgrep") and redis is not None
             else []
         )
-        server = start_server(env, args.workers, workdir)
-        try:
-            started = time.perf_counter()
-            vendor_rows, pgb_rows, deliver_rows = asyncio.run(
-                open_sessions(
-                    server.url,
-                    info["key"],
-                    info["model_id"],
-                    [
-                        (args.vendors, args.items),
-                        (pgb_clients if "pgbench" in phases else 0, args.pgbench_items),
-                        (n_deliver, args.deliver_items),
-                    ],
-                )
-            )
-            short = [
-                r
-                for rows, asked in (
-                    (vendor_rows, args.items),
-                    (pgb_rows, args.pgbench_items),
-                    (deliver_rows, args.deliver_items),
-                )
-                for r in rows
-                if r["n_items"] < asked
-            ]
-            print(
-                f"opened {len(vendor_rows) + len(pgb_rows) + len(deliver_rows)} sessions in "
-                f"{time.perf_counter() - started:.1f} s"
-                + (f" ({len(short)} got fewer items than asked)" if short else ""),
-                flush=True,
-            )
-            if deliver_rows:
-                asyncio.run(widen_pending_window(url, deliver_rows))
-            asyncio.run(analyze(url))
-            vendors = [Vendor(r["token"], r["session_id"]) for r in vendor_rows]
-            deliverers = [Vendor(r["token"], r["session_id"]) for r in deliver_rows]
-            profile_dir = Path(args.profile) if args.profile else None
-            if profile_dir is not None:
-                profile_dir.mkdir(parents=True, exist_ok=True)
-            cpu_groups = {
-                "server": [server.process.pid],
-                "postgres": [postmaster],
-                "redis": redis_pids,
+        if args.micro_audit:
+            results["micro_audit"] = {
+                label: micro_audit(databases[label][0], tree, args.micro_audit, workdir)
+                for label, tree in trees
             }
-            for phase in ("whoami", "next", "deliver", "cycle", "paced"):
-                if phase not in phases:
-                    continue
-                pace_s = 0.0
-                if phase == "paced":
-                    saturated = results["phases"]["cycle"]["requests"]["answer"]["per_s"]
-                    pace_s = len(vendors) / (args.paced_share * saturated)
-                    results["paced_rate"] = args.paced_share * saturated
-                print(
-                    f"phase {phase}: {args.warmup:g} s warm-up + {args.duration:g} s"
-                    + (f" at {len(vendors) / pace_s:.1f} cycles/s" if pace_s else "")
-                    + " ...",
-                    flush=True,
-                )
-                results["phases"][phase] = run_phase(
-                    phase,
-                    deliverers if phase == "deliver" else vendors,
-                    server.url,
-                    args,
-                    cpu_groups,
-                    pace_s=pace_s,
-                    profile_to=profile_dir / f"{phase}.txt" if profile_dir else None,
-                )
-                if profile_dir is not None and (profile_dir / f"{phase}.txt").exists():
-                    results["phases"][phase]["top_frames"] = top_frames(
-                        profile_dir / f"{phase}.txt"
-                    )
-        finally:
-            server.stop()
-            if args.keep_log:
-                print(server.log.read_text()[-5000:])
-            log_text = server.log.read_text()
-            if "Traceback" in log_text or "ERROR" in log_text:
-                results["notes"].append(f"server log has errors; tail:\n{log_text[-2000:]}")
+        for label, tree in trees:
+            results["phases"] = {}
+            results["trees"][label] = {"tree": str(tree or "."), "phases": results["phases"]}
+            print(f"server from {label} ({tree or 'this checkout'})", flush=True)
+            tree_url, tree_info = databases[label]
+            pgb_rows = run_tree(
+                results,
+                args,
+                phases,
+                {**env, "PROCTOR_DATABASE_URL": tree_url},
+                workdir,
+                tree,
+                tree_url,
+                tree_info,
+                pgb_clients,
+                n_deliver,
+                {"postgres": [postmaster], "redis": redis_pids},
+            )
         if "pgbench" in phases:
             asyncio.run(prepare_pgbench_sessions(url, pgb_rows))
             print(
@@ -1267,6 +1468,7 @@ def main() -> None:
                 "bottleneck; try more --client-procs"
             )
     print_report(results)
+    print_comparison(results)
     if args.json:
         text = json.dumps(results, indent=2, default=str)
         if args.json == "-":
