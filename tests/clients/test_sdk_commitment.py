@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from bank.sampling import commitment as server
-from clients.sdk import CommitmentReveal, Item, SampleSource, commitment_of, verify_commitment
+from clients.sdk import (
+    CommitmentReveal,
+    Item,
+    ProctorClient,
+    SampleSource,
+    commitment_of,
+    verify_commitment,
+)
+from tests.clients.test_sdk_harness import model_of, sdk_settings, seeded, serving
 
 PINNED: dict[str, Any] = {
     "seed": "00112233445566778899aabbccddeeff",
@@ -145,3 +153,25 @@ def test_the_reveal_reads_from_the_wire() -> None:
     assert closed["revealed"] is False
     with pytest.raises(ValueError, match="missing revealed"):
         CommitmentReveal.from_json({"commitment": None})
+
+
+async def test_a_vendor_checks_its_session_with_the_blocking_client(fresh_db_url: str) -> None:
+    """The documented recipe, over real HTTP: keep the promise, keep the items, verify."""
+    db_url, world = await seeded(fresh_db_url)
+    with (
+        serving(sdk_settings(db_url)) as url,
+        ProctorClient(url, world.a.keys["vendor"]) as client,
+    ):
+        session = client.create_session(model_id=model_of(world))
+        promised = session.commitment
+        assert promised is not None
+        assert client.get_commitment(session.id).revealed is False
+        delivered = []
+        for item in client.items(session.id):
+            delivered.append(item)
+            client.submit_answer(session.id, item, "A")
+        client.wait_scored(session.id, timeout_s=60, poll_s=0.1)
+        reveal = client.get_commitment(session.id)
+    check = verify_commitment(reveal, delivered, expected_commitment=promised)
+    assert check.ok, check.problems
+    assert reveal.item_ids is not None and len(reveal.item_ids) == len(delivered) > 0
