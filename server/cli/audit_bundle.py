@@ -40,7 +40,7 @@ def export_command(
         typer.Option("--output", "-o", help="Write the bundle to this file (default: stdout)."),
     ] = None,
 ) -> None:
-    """Write a session's signed bundle (JSON Lines) from the database.
+    """Write a session's signed bundle from the database.
 
     The bundle holds the delivered items without their reference answers or explanations,
     the answers, the verdicts, the sample commitment (opened once the session is scored)
@@ -82,7 +82,7 @@ def check_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Verify a session bundle offline: format, hash, signature, commitment.
+    """Check a session bundle offline: hash, signature, commitment.
 
     Exit status 0 if it verifies, 1 if problems were found (each printed as line N: field:
     what), 2 if the bundle or key cannot be read. Needs no database and no network.
@@ -136,7 +136,9 @@ def public_key_command(
         typer.Option("--output", "-o", help="Write the key to this file (default: stdout)."),
     ] = None,
 ) -> None:
-    """Print the configured signing key's public part (base64), for auditors to pin.
+    """Print the signing key's public part, for auditors to pin.
+
+    Base64 of the raw Ed25519 public key (the configured ``PROCTOR_AUDIT_SIGNING_KEY``).
 
     The key id goes to stderr. Give the file to ``proctor audit check --public-key`` and
     ``proctor audit verify --public-key``.
