@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
+from bank.models import Item as BankItem
 from bank.models import Sample, SampleItem
 from bank.sampling.commitment import SourceKind, commitment
 from clients.sdk import (
@@ -158,3 +159,45 @@ async def test_a_session_of_another_organisation_is_not_found(
         assert unknown.status_code == 404
         own = (await _reveal(client, world.a.keys["vendor"], session_id)).json()
         assert own["commitment"] == created.json()["commitment"] and own["revealed"] is False
+
+
+async def test_an_item_set_session_commits_to_its_set(fresh_db_url: str, llm: FakeLlm) -> None:
+    """The source names the item set; the stored commitment recomputes from the stored
+    seed, salt, source and items in drawn order."""
+    async with running_api(judged_settings(fresh_db_url, llm)) as (_, client):
+        world = await seed_world(fresh_db_url, per_cell=3)
+        async with database_session(fresh_db_url) as db:
+            items = list((await db.execute(select(BankItem.id).limit(4))).scalars())
+        admin = await login(client, world.a.keys["admin"])
+        saved = await client.post(
+            "/v1/admin/bank/item-sets",
+            json={"name": "four", "item_ids": [str(i) for i in items], "rule": {"k": "t"}},
+            headers=admin,
+        )
+        assert saved.status_code == 201, saved.text
+        created = await client.post(
+            "/v1/sessions",
+            json={"model_id": str(world.a.model_id), "item_set": "four"},
+            headers=await login(client, world.a.keys["evaluator"]),
+        )
+        assert created.status_code == 201, created.text
+    promised = created.json()["commitment"]
+    async with database_session(fresh_db_url) as db:
+        sample = (
+            await db.execute(select(Sample).where(Sample.commitment == promised))
+        ).scalar_one()
+        drawn = list(
+            (
+                await db.execute(
+                    select(SampleItem.item_id)
+                    .where(SampleItem.sample_id == sample.id)
+                    .order_by(SampleItem.drawn_position)
+                )
+            ).scalars()
+        )
+    assert sample.source == {"kind": "item_set", "item_set_id": saved.json()["id"]}
+    assert sample.salt is not None and sample.drawn_at is not None
+    assert (
+        commitment(seed=sample.seed, salt=sample.salt, source=sample.source, item_ids=drawn)
+        == promised
+    )
