@@ -296,6 +296,47 @@ async def test_a_verdict_changed_deleted_or_slipped_in_is_found(
     assert "verdicts: FAILED: 6 verdict(s), 4 match the ledger, 1 changed" in run.stdout
 
 
+async def test_a_deleted_verdict_is_found_even_when_its_id_is_reused(
+    world_db: WorldDb, llm: FakeLlm
+) -> None:
+    """SQLite hands the id of a deleted newest verdict to the next one: the deletion is
+    still reported (on PostgreSQL the id stays free and the entry has no verdict)."""
+    db_url, world = world_db
+    async with running_api(ledger_settings(db_url, llm)) as (_, client):
+        sid = await scored_session(client, db_url, world, n_items=3)
+    async with database_session(db_url) as db:
+        newest = await db.scalar(select(Verdict).order_by(Verdict.id.desc()).limit(1))
+    assert newest is not None
+    await execute(db_url, "DELETE FROM verdicts WHERE id = :id", id=newest.id)
+    async with database_session(db_url) as db:
+        await service.enqueue_session(
+            db,
+            session_id=uuid.UUID(sid),
+            judge="judge-v2",
+            prompt_version=PROMPT_VERSION,
+            review_again=False,
+            now=datetime.now(UTC),
+        )
+    judges = [{"name": "judge-v2", "base_url": llm.base_url, "model": "judge"}]
+    engine = create_engine(db_url)
+    worker = ScoringWorker(engine=engine, settings=ledger_settings(db_url, llm, judges=judges))
+    assert (await worker.drain()).recorded == 3
+    await worker.aclose()
+    await engine.dispose()
+    async with database_session(db_url) as db:
+        reused = await db.get(Verdict, newest.id)
+    if db_url.startswith("sqlite"):
+        assert reused is not None and reused.judge == "judge-v2", "SQLite reuses the id"
+    else:
+        assert reused is None
+    report = await checked(db_url)
+    assert (report.deleted, report.changed, report.unrecorded) == (1, 0, 0)
+    assert [(f.problem, f.verdict_id) for f in report.findings] == [("deleted", newest.id)]
+    assert report.findings[0].expected is not None
+    assert report.findings[0].expected["judge"] == newest.judge
+    assert_chains_verify(await verified(db_url))
+
+
 async def test_verdicts_written_before_chaining_are_not_tampering(
     world_db: WorldDb, llm: FakeLlm
 ) -> None:
