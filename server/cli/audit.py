@@ -16,7 +16,7 @@ from server.cli.groups import group
 
 app = group(
     "audit",
-    "Verify the record: audit chain, re-derived samples, signed session bundles.",
+    "Verify the record: audit chain, samples, session bundles.",
     "proctor audit verify",
     "proctor audit sample 3f2b9c1e-...",
     "proctor audit check session.jsonl --public-key audit.pub",

@@ -15,6 +15,7 @@ GROUPS = (
     "bank",
     "judge",
     "leaderboard",
+    "audit",
     "review",
     "analyze",
     "simulate",
@@ -30,6 +31,7 @@ COMMANDS_OF_GROUP = {
     "judge": {"run", "worker", "agreement"},
     "fake-llm": {"serve"},
     "review": {"list", "show", "score", "skip", "agreement"},
+    "audit": {"verify"},
 }
 """The sub-commands each group has at least."""
 ROOT_SUMMARY = "Proctor: a live, dynamic evaluation server for LLMs."
