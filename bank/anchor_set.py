@@ -15,17 +15,22 @@ from __future__ import annotations
 import random
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.database import utcnow
 from bank.locks import lock
-from bank.models import Exposure, Item, Stratum
+from bank.models import Exposure, Item, ItemStatusChange, Stratum
 from bank.sampling.service import DrawnSample, SampledItem, new_seed
 
 ANCHOR = "anchor"
 ACTIVE = "active"
+HISTORY_ACTOR = "anchor-set"
+"""The actor of the status-history rows of items moved into the anchor set."""
+HISTORY_REASON = "anchor_set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,18 +93,36 @@ async def designate_anchor_set(
 
 
 async def _move_to_anchor(session: AsyncSession, family_ids: list[uuid.UUID]) -> int:
-    """Set the families' active items to ``anchor`` and keep the strata's counts of active
-    items (what the sampler plans with) in step."""
+    """Set the families' active items to ``anchor``, write one status-history row per
+    moved item (``item_status_changes``, as every status change does) and keep the strata's
+    counts of active items (what the sampler plans with) in step."""
     per_stratum: Counter[int] = Counter()
+    at = utcnow()
     for start in range(0, len(family_ids), 500):
         chunk = family_ids[start : start + 500]
         result = await session.execute(
             update(Item)
             .where(Item.family_id.in_(chunk), Item.status == ACTIVE)
             .values(status=ANCHOR)
-            .returning(Item.stratum_id)
+            .returning(Item.id, Item.stratum_id)
         )
-        per_stratum.update(result.scalars().all())
+        moved = result.tuples().all()
+        per_stratum.update(stratum_id for _, stratum_id in moved)
+        if moved:
+            await session.execute(
+                insert(ItemStatusChange),
+                [
+                    {
+                        "item_id": item_id,
+                        "from_status": ACTIVE,
+                        "to_status": ANCHOR,
+                        "reasons": [HISTORY_REASON],
+                        "actor": HISTORY_ACTOR,
+                        "created_at": at,
+                    }
+                    for item_id, _ in moved
+                ],
+            )
     for stratum_id, n in per_stratum.items():
         await session.execute(
             update(Stratum).where(Stratum.id == stratum_id).values(n_active=Stratum.n_active - n)
@@ -119,9 +142,17 @@ async def draw_anchor_sample(
         .where(Item.status == ANCHOR, ~seen)
         .order_by(Item.family_id, Item.id)
     )
+    return pick_anchor_sample([SampledItem(*row) for row in rows.tuples()], n=n, seed=seed)
+
+
+def pick_anchor_sample(candidates: Sequence[SampledItem], *, n: int, seed: str) -> DrawnSample:
+    """The anchor sample of ``seed`` from ``candidates`` (the anchor items the organisation
+    was not served, by family then id): one item per family, shuffled, the first ``n``.
+    Pure: the re-derivation of a past anchor sample (``bank.sampling.as_of``) calls it on
+    the state as of the draw."""
     by_family: dict[uuid.UUID, list[SampledItem]] = defaultdict(list)
-    for row in rows.tuples():
-        by_family[row[1]].append(SampledItem(*row))
+    for item in candidates:
+        by_family[item.family_id].append(item)
     rng = random.Random(seed)
     picks = [rng.choice(items) for _family, items in sorted(by_family.items())]
     rng.shuffle(picks)

@@ -14,7 +14,7 @@ import json
 import random
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import delete, exists, select
@@ -171,9 +171,17 @@ async def draw_item_set_sample(
         .join(ItemSetMember, ItemSetMember.item_id == Item.id)
         .where(ItemSetMember.set_id == set_id, Item.status == ItemStatus.ACTIVE.value, ~seen)
     )
+    return pick_item_set_sample([SampledItem(*row) for row in rows.tuples()], n=n, seed=seed)
+
+
+def pick_item_set_sample(candidates: Sequence[SampledItem], *, n: int, seed: str) -> DrawnSample:
+    """The item-set sample of ``seed`` from ``candidates`` (the set's active members whose
+    families the organisation was not served, in any order): one item per family, shuffled,
+    the first ``n``. Pure: the re-derivation of a past sample (``bank.sampling.as_of``)
+    calls it on the state as of the draw."""
     by_family: dict[uuid.UUID, list[SampledItem]] = defaultdict(list)
-    for row in rows.tuples():
-        by_family[row[1]].append(SampledItem(*row))
+    for item in candidates:
+        by_family[item.family_id].append(item)
     rng = random.Random(seed)
     picks = [rng.choice(sorted(items)) for _family, items in sorted(by_family.items())]
     rng.shuffle(picks)

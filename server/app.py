@@ -46,6 +46,7 @@ from server.observability.logs import configure_logging
 from server.observability.middleware import ObservedFastAPI
 from server.registry.endpoints import router as registry_router
 from server.review.endpoints import router as review_router
+from server.sample_audit.endpoints import router as sample_audit_router
 from server.scoring.assignment import assign_judges
 from server.scoring.endpoints import router as scoring_router
 from server.scoring.wakeup import ArqWaker, EventWaker
@@ -175,6 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         bundles_router,
         bank_items_router,
         item_sets_router,
+        sample_audit_router,
         health_router,
         calibration_router,
         review_router,

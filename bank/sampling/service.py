@@ -14,6 +14,11 @@ Which items are drawn depends only on the seed, the bank and the organisation's 
 ``draw.select`` keeps, in stream order, the first eligible candidates, and every fetch
 extends the same seeded streams, so how many ranks a round asks for changes the cost,
 never the sample.
+
+The draw reads the state through two calls (:class:`BankState`: the strata's counts, and
+the items at given slots): :class:`LiveBank` reads the database as it is, and
+``bank.sampling.as_of`` reads it as it was when a past sample was drawn, so an auditor's
+re-derivation runs this very planning and selection (:func:`draw_from`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from __future__ import annotations
 import math
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import and_, false, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -150,6 +155,49 @@ class _Strata:
         return stratum
 
 
+StratumRow = tuple[int, str, str, str, int, int, int, bool]
+"""One stratum as a draw reads it: id, discipline, question type, sub-discipline, number of
+slots, active items, active items of families the organisation was served, and whether its
+discipline is evaluated."""
+
+
+class BankState(Protocol):
+    """The two reads a draw makes of the bank and of one organisation's exposure.
+
+    :class:`LiveBank` reads the database as it is now (the maintained counters); the
+    re-derivation of a past sample (``bank.sampling.as_of``) reads the state as of the
+    instant the sample was drawn. :func:`draw_from` runs the same planning and selection on
+    either."""
+
+    async def strata(self) -> Iterable[StratumRow]:
+        """Every stratum with its counts."""
+        ...
+
+    async def candidates(self, slots: list[int]) -> dict[int, Candidate]:
+        """The items at ``slots`` (absent: no item there); an item the organisation may not
+        get may be left out or given with ``eligible`` False."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBank:
+    """:class:`BankState` of the live database: the maintained counters of ``strata``,
+    ``org_stratum_exclusions`` and ``disciplines`` (one statement), and the items at the
+    drawn slots (one indexed statement per chunk)."""
+
+    session: AsyncSession
+    org_id: uuid.UUID
+
+    async def strata(self) -> Iterable[StratumRow]:
+        return await _load_strata(self.session, org_id=self.org_id)
+
+    async def candidates(self, slots: list[int]) -> dict[int, Candidate]:
+        found: dict[int, Candidate] = {}
+        for chunk in bulk.in_chunks(self.session, slots):
+            found.update(await _candidates(self.session, self.org_id, list(chunk)))
+        return found
+
+
 async def draw_sample(
     session: AsyncSession,
     *,
@@ -164,12 +212,24 @@ async def draw_sample(
     ``disciplines`` defaults to the bank's evaluated disciplines that have items
     (:func:`bank.disciplines.sampled_disciplines`): the others get no quota.
     """
-    seed = seed or new_seed()
-    strata, evaluated = await _load_strata(session, org_id=org_id, seed=seed)
+    bank = LiveBank(session, org_id)
+    return await draw_from(bank, n=n, seed=seed or new_seed(), disciplines=disciplines)
+
+
+async def draw_from(
+    bank: BankState,
+    *,
+    n: int,
+    seed: str,
+    disciplines: Sequence[str] | None = None,
+) -> DrawnSample:
+    """Plan and select a sample of ``n`` items with ``seed`` from what ``bank`` reads: the
+    whole draw of :func:`draw_sample`, whatever the state's source."""
+    strata, evaluated = _build_strata(seed, await bank.strata())
     if disciplines is None:
         disciplines = _sampled(strata, evaluated)
     plan = plan_quotas(n, list(strata.supply.values()), disciplines=disciplines, tie_seed=seed)
-    await _fetch(session, org_id, strata, _initial_needs(plan, strata))
+    await _fetch(bank, strata, _initial_needs(plan, strata))
     for _ in range(MAX_ROUNDS):
         candidates = {key: strata[key].candidates for key in plan.quotas}
         selection = select_items(plan.quotas, candidates)
@@ -179,12 +239,12 @@ async def draw_sample(
         for key, missing in selection.starved.items():
             stratum = strata[key]
             if stratum.stream.exhausted:
-                bank = strata.supply[key].bank
-                strata.supply[key] = StratumSupply(key, bank, len(selection.chosen[key]))
+                bank_size = strata.supply[key].bank
+                strata.supply[key] = StratumSupply(key, bank_size, len(selection.chosen[key]))
             else:
                 needs[key] = stratum.next_request(missing)
         if needs:
-            await _fetch(session, org_id, strata, needs)
+            await _fetch(bank, strata, needs)
         else:
             supply = list(strata.supply.values())
             plan = plan_quotas(n, supply, disciplines=disciplines, tie_seed=seed)
@@ -201,11 +261,9 @@ async def draw_sample(
     return DrawnSample(seed=seed, n=n, items=items, shortfall=plan.shortfall, source=source)
 
 
-async def _load_strata(
-    session: AsyncSession, *, org_id: uuid.UUID, seed: str
-) -> tuple[_Strata, set[str]]:
-    """Every stratum with its counts and what ``org_id`` may still get, and the evaluated
-    disciplines: one statement."""
+async def _load_strata(session: AsyncSession, *, org_id: uuid.UUID) -> list[StratumRow]:
+    """Every stratum with its counts and what ``org_id`` may still get, and whether its
+    discipline is evaluated: one statement."""
     excluded = func.coalesce(OrgStratumExclusion.n_items, 0)
     evaluated = func.coalesce(Discipline.evaluated, false())
     connection = await session.connection()
@@ -229,6 +287,11 @@ async def _load_strata(
         )
         .outerjoin(Discipline, Discipline.key == Stratum.discipline)
     )
+    return rows.all()  # type: ignore[return-value]
+
+
+def _build_strata(seed: str, rows: Iterable[StratumRow]) -> tuple[_Strata, set[str]]:
+    """The strata to draw from, and the evaluated disciplines, from ``rows``."""
     strata = _Strata(seed)
     supply, slots = strata.supply, strata.slots
     evaluated_keys: set[str] = set()
@@ -241,7 +304,7 @@ async def _load_strata(
         n_active,
         n_excluded,
         is_evaluated,
-    ) in rows.all():
+    ) in rows:
         key = StratumKey(discipline, qtype, sub)
         supply[key] = StratumSupply(key, n_active, max(0, n_active - n_excluded))
         slots[key] = (stratum_id, n_slots)
@@ -271,12 +334,7 @@ def _initial_needs(plan: Plan, strata: _Strata) -> dict[StratumKey, int]:
     return needs
 
 
-async def _fetch(
-    session: AsyncSession,
-    org_id: uuid.UUID,
-    strata: _Strata,
-    needs: dict[StratumKey, int],
-) -> None:
+async def _fetch(bank: BankState, strata: _Strata, needs: dict[StratumKey, int]) -> None:
     """Draw more ranks for the strata in ``needs`` and append their items as candidates."""
     drawn: list[tuple[_Stratum, list[int]]] = []
     for key, count in needs.items():
@@ -284,9 +342,7 @@ async def _fetch(
         base = make_slot(stratum.id, 0)
         drawn.append((stratum, [base | rank for rank in stratum.stream.extend(count)]))
     slots = [slot for _, stratum_slots in drawn for slot in stratum_slots]
-    found: dict[int, Candidate] = {}
-    for chunk in bulk.in_chunks(session, slots):
-        found.update(await _candidates(session, org_id, list(chunk)))
+    found = await bank.candidates(slots) if slots else {}
     for stratum, stratum_slots in drawn:
         stratum.candidates.extend(found[slot] for slot in stratum_slots if slot in found)
 

@@ -67,6 +67,8 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # verifies them: anyone signed in
     ("GET", "/v1/audit/checkpoints"): OVERSIGHT,
     ("GET", "/v1/audit/signing-key"): ALL,
+    # re-deriving a session's sample from its seed: auditors and admins
+    ("GET", "/v1/audit/sessions/{session_id}/sample"): OVERSIGHT,
     # a session's signed bundle (its record, never the reference answers): oversight
     ("GET", "/v1/audit/sessions/{session_id}/bundle"): OVERSIGHT,
     # the leaderboard is for every role (vendors see only the public fields); only
@@ -243,12 +245,16 @@ async def _scoring(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/sessions/{m.shared_session}/scoring")
 
 
-async def _bundle(m: Matrix, role: str | None) -> Call:
-    return Call(f"/v1/audit/sessions/{m.shared_session}/bundle")
-
-
 async def _commitment(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/sessions/{m.shared_session}/commitment")
+
+
+async def _audit_sample(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/audit/sessions/{m.shared_session}/sample")
+
+
+async def _bundle(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/audit/sessions/{m.shared_session}/bundle")
 
 
 async def _next(m: Matrix, role: str | None) -> Call:
@@ -375,6 +381,7 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
     ("GET", "/v1/audit/checkpoints"): static("/v1/audit/checkpoints"),
     ("GET", "/v1/audit/signing-key"): static("/v1/audit/signing-key"),
+    ("GET", "/v1/audit/sessions/{session_id}/sample"): _audit_sample,
     ("GET", "/v1/audit/sessions/{session_id}/bundle"): _bundle,
     ("GET", "/v1/leaderboard"): static("/v1/leaderboard"),
     ("GET", "/v1/leaderboard/anchors"): static("/v1/leaderboard/anchors"),
