@@ -200,9 +200,11 @@ async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db
     assert found == []
 
 
-def test_the_only_audit_route_reads(api_app_routes: set[tuple[str, str]]) -> None:
+def test_the_audit_routes_only_read(api_app_routes: set[tuple[str, str]]) -> None:
+    """The log, its signed checkpoints, the signing key, the session records: all GET."""
     audit = {(m, p) for (m, p) in api_app_routes if "audit" in p}
-    assert audit == {("GET", "/v1/admin/audit")}
+    assert {("GET", "/v1/admin/audit"), ("GET", "/v1/audit/checkpoints")} <= audit
+    assert {method for method, _ in audit} == {"GET"}
 
 
 @pytest.fixture
