@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import itertools
 import logging
 import time
 import uuid
@@ -242,11 +241,15 @@ class AuditWriter:
         unknown); the new head."""
         head = self._head or await self._read_head(connection)
         values, last_hash = chained_values(rows, head)
-        statement = insert(AuditEntry).returning(AuditEntry.id, sort_by_parameter_order=True)
-        ids = (await connection.execute(statement, values)).scalars().all()
-        if any(later <= earlier for earlier, later in itertools.pairwise(ids)):
-            raise RuntimeError("audit: ids were not assigned in insertion order")
-        return ChainHead(self.chain, head.n_rows + len(ids), ids[-1], last_hash)
+        await connection.execute(insert(AuditEntry), values)
+        # The chain's last id, read in the same transaction (only this writer writes the
+        # chain): one round trip per batch, cheaper than RETURNING every id.
+        last_id = await connection.scalar(
+            select(func.max(AuditEntry.id)).where(AuditEntry.chain == self.chain)
+        )
+        if last_id is None:
+            raise RuntimeError("audit: the rows just inserted are not there")
+        return ChainHead(self.chain, head.n_rows + len(values), last_id, last_hash)
 
     async def _read_head(self, connection: AsyncConnection) -> ChainHead:
         """This chain's head as stored: its last row by id, and its number of rows."""
