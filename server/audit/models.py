@@ -34,7 +34,8 @@ class AuditEntry(Base):
     chain: Mapped[str | None] = mapped_column(String(40), nullable=True)
     """The hash chain the row belongs to (``server.ledger.chain``): one per audit writer
     process, so group commit needs no global lock; None only on rows written before
-    chaining existed (the migration links those into chain ``genesis``)."""
+    chaining existed (``proctor audit verify`` counts those, and reports a row without a
+    chain after the first chained row as inserted)."""
     prev_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """``row_hash`` of the chain's previous row (the chain's genesis hash for its first)."""
     row_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
