@@ -23,6 +23,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import delete, insert, select, update
 
+from bank.anchor_set import designate_anchor_set
 from bank.database import utcnow
 from bank.item_status import change_status
 from bank.models import (
@@ -324,3 +325,24 @@ async def test_an_adaptive_session_holds_the_re_derived_set(
     report = await audit(client, world, session_id)
     assert report["outcome"] == "mismatch"
     assert report["adaptive"]["same_set"] is False
+
+
+async def test_an_anchor_session_is_re_derived(api: Api, world_db: tuple[str, World]) -> None:
+    client, world, _ = api
+    db_url, _ = world_db
+    await in_db(db_url, lambda db: designate_anchor_set(db, size=10, seed="anchors"))
+    session_id = await open_session(client, world, 6, mode="anchor")
+    await in_db(db_url, lambda db: designate_anchor_set(db, size=5, seed="more"))
+    later = await open_session(client, world, 6, mode="anchor")
+    await abort(client, world, later)
+    report = await audit(client, world, session_id)
+    assert report["outcome"] == "match", report
+    assert report["kind"] == "anchor" and report["n_stored"] == 6
+    items = await stored(db_url, session_id)
+    _, _, first = items[0]
+    await in_db(
+        db_url,
+        lambda db: db.execute(update(Item).where(Item.id == first).values(created_at=utcnow())),
+    )
+    report = await audit(client, world, session_id)
+    assert report["outcome"] == "mismatch" and report["first_difference"] is not None
