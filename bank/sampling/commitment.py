@@ -56,7 +56,7 @@ def commitment_payload(
         "seed": seed,
         "salt": salt,
         "source": dict(source),
-        "items": [str(uuid.UUID(str(i))) for i in item_ids],
+        "items": [str(i) if isinstance(i, uuid.UUID) else str(uuid.UUID(i)) for i in item_ids],
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
