@@ -169,10 +169,7 @@ async def record(
         return
     chain = chain_name()
     await lock(db, LOCK_PREFIX + chain)
-    checkpoint = await _last_checkpoint(db, chain)
-    after = checkpoint.last_row_id if checkpoint is not None else 0
-    head_hash, since = await _tail(db, chain, after)
-    head_hash = head_hash or (checkpoint.head_hash if checkpoint else genesis(Log.RESULTS, chain))
+    checkpoint, head_hash, since = await _head(db, chain)
     rows = []
     for verdict in verdicts:
         chained = _entry(verdict, withdrawn=withdrawn)
@@ -195,6 +192,49 @@ async def record(
             prev_checkpoint_hash=checkpoint.checkpoint_hash if checkpoint is not None else None,
         )
         await db.execute(insert(ChainCheckpoint).values(**values))
+        checkpoint = _Checkpoint(
+            last_id, n_rows, head_hash, values["checkpoint_hash"], values["at"]
+        )
+        since = 0
+    _heads[chain] = _Head(last_id, head_hash, since, checkpoint)
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What this process last appended to its chain (trusted only while the chain's last
+    row in the database is still ``last_id`` with ``head_hash``)."""
+
+    last_id: int
+    head_hash: str
+    since: int
+    """Rows after ``checkpoint``."""
+    checkpoint: _Checkpoint | None
+
+
+_heads: dict[str, _Head] = {}
+
+
+async def _head(db: AsyncSession, chain: str) -> tuple[_Checkpoint | None, str, int]:
+    """The chain's last checkpoint, head hash and rows since that checkpoint: from this
+    process's memory when the chain's last row is the one it appended last (one indexed
+    read), else read back (a transaction that appended rolled back, or a new process)."""
+    cached = _heads.get(chain)
+    if cached is not None:
+        last = (
+            await db.execute(
+                select(ResultEntry.id, ResultEntry.row_hash)
+                .where(ResultEntry.chain == chain)
+                .order_by(ResultEntry.id.desc())
+                .limit(1)
+            )
+        ).first()
+        if last is not None and tuple(last) == (cached.last_id, cached.head_hash):
+            return cached.checkpoint, cached.head_hash, cached.since
+    checkpoint = await _last_checkpoint(db, chain)
+    after = checkpoint.last_row_id if checkpoint is not None else 0
+    head_hash, since = await _tail(db, chain, after)
+    head_hash = head_hash or (checkpoint.head_hash if checkpoint else genesis(Log.RESULTS, chain))
+    return checkpoint, head_hash, since
 
 
 def _entry(verdict: Any, *, withdrawn: bool) -> dict[str, Any]:

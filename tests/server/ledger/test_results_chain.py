@@ -12,6 +12,7 @@ write two chains that both verify.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,17 +28,19 @@ from sqlalchemy import select, text
 
 from judge.prompts import PROMPT_VERSION
 from server.config import Settings
-from server.database import create_engine
+from server.database import create_engine, unit_of_work
 from server.ledger import verify
 from server.ledger.chain import link
 from server.ledger.models import ChainCheckpoint, ResultEntry
 from server.ledger.results import (
     RESULTS_SPEC,
     WITHDRAWN,
+    CheckpointSigner,
     VerdictReport,
     check_verdicts,
     describe,
     fields,
+    record,
 )
 from server.ledger.signing import PublicKey, new_private_text, parse_private
 from server.scoring import service
@@ -484,3 +488,40 @@ async def test_two_worker_processes_keep_their_chains_valid(
     assert len(report.chains) == sum(1 for n in recorded if n), "one chain per writing process"
     assert all(chain.n_checkpoints >= 2 for chain in report.chains if chain.n_rows >= 10)
     assert (await checked(db_url)).ok
+
+
+async def test_an_append_rolled_back_leaves_the_chain_valid(fresh_db_url: str) -> None:
+    """A writer remembers its chain's head between appends; a transaction that appended
+    (and signed a checkpoint) then rolled back must not leave the next append linked to
+    rows that were never committed."""
+    engine = create_engine(fresh_db_url)
+    signer = CheckpointSigner(parse_private(SIGNING_KEY, source="test"), 3, 3600.0)
+    session_id = uuid.uuid4()
+
+    def verdict(n: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            id=n,
+            session_id=session_id,
+            position=n,
+            judge=JUDGE_NAME,
+            prompt_version=PROMPT_VERSION,
+            score=n % 4,
+            method="judge",
+            needs_review=False,
+        )
+
+    async with unit_of_work(engine) as db:
+        await record(db, [verdict(1)], signer=signer)
+    with contextlib.suppress(RuntimeError):
+        async with unit_of_work(engine) as db:
+            await record(db, [verdict(2), verdict(3)], signer=signer)  # signs a checkpoint
+            raise RuntimeError("the writer's transaction fails")
+    for n in range(4, 9):
+        async with unit_of_work(engine) as db:
+            await record(db, [verdict(n)], signer=signer)
+    await engine.dispose()
+    assert [e.verdict_id for e in await entries(fresh_db_url)] == [1, 4, 5, 6, 7, 8]
+    report = await verified(fresh_db_url)
+    assert report.ok, report.failures
+    # signed at its first row and after rows 4-6 (the rolled-back checkpoint is gone)
+    assert [(c.n_rows, c.n_checkpoints) for c in report.chains] == [(6, 2)]
