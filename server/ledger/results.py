@@ -390,7 +390,7 @@ async def _disagreeing_verdicts(
     db: AsyncSession, report: VerdictReport, found: Callable[[VerdictFinding], None]
 ) -> None:
     """Verdicts that differ from their latest entry, or have none."""
-    first_at = await db.scalar(select(func.min(ResultEntry.at)))
+    first_at = await _chaining_began(db)
     latest, entry = _latest(), ResultEntry
     differs = or_(*(getattr(entry, n).is_distinct_from(getattr(Verdict, n)) for n in COMPARED))
     statement = (
@@ -410,6 +410,17 @@ async def _disagreeing_verdicts(
         else:
             found(VerdictFinding(row.id, row.session_id, row.position, "unrecorded",
                                  None, current))  # fmt: skip
+
+
+async def _chaining_began(db: AsyncSession) -> datetime | None:
+    """When the ledger's first entry was written: the earliest of its entries and of its
+    checkpoints (deleting the first entries does not move it while a checkpoint stays)."""
+    entry_at = await db.scalar(select(func.min(ResultEntry.at)))
+    checkpoint_at = await db.scalar(
+        select(func.min(ChainCheckpoint.at)).where(ChainCheckpoint.log == Log.RESULTS.value)
+    )
+    known = [_aware(at) for at in (entry_at, checkpoint_at) if at is not None]
+    return min(known) if known else None
 
 
 async def _gone_verdicts(

@@ -355,6 +355,15 @@ async def test_verdicts_written_before_chaining_are_not_tampering(
     assert report.before_chaining == 2 and report.matching == 1
     assert report.ok
 
+    # emptying the ledger does not make a later verdict look older than it: the results
+    # chains' signed checkpoints still say when chaining began
+    later = datetime(2100, 1, 1)
+    await execute(db_url, "UPDATE verdicts SET created_at = :t WHERE id = :id", t=later, id=1)
+    await execute(db_url, "DELETE FROM result_ledger")
+    report = await checked(db_url)
+    assert (report.before_chaining, report.unrecorded, report.matching) == (2, 1, 0)
+    assert [(f.problem, f.verdict_id) for f in report.findings] == [("unrecorded", 1)]
+
 
 async def test_an_entry_edited_deleted_or_inserted_breaks_the_chain(
     world_db: WorldDb, llm: FakeLlm
