@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
-from server.api.dependencies import AuditReader, DbSession, RuntimeDep, SelfReader
+from server.api.dependencies import AuditReader, DbSession, RuntimeDep
 from server.errors import NotFound
 from server.ledger.chain import Log
 from server.ledger.models import ChainCheckpoint
@@ -37,8 +37,10 @@ async def read_checkpoints(
 
 
 @router.get("/v1/audit/signing-key", response_model=SigningKeyOut)
-async def read_signing_key(runtime: RuntimeDep, _: SelfReader) -> SigningKeyOut:
-    """The public key that verifies the checkpoints (save it as a ``--public-key`` file)."""
+async def read_signing_key(runtime: RuntimeDep, _: AuditReader) -> SigningKeyOut:
+    """The public key that verifies the checkpoints and session bundles (save it as a
+    ``--public-key`` file). Auditors and admins only, like the checkpoints: every other
+    role reaches only what its work needs."""
     key = runtime.audit.signing_key
     if key is None:
         raise NotFound("this server signs no checkpoints")

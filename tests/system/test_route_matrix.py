@@ -66,7 +66,7 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # the signed checkpoints of the chained logs: auditors and admins; the public key that
     # verifies them: anyone signed in
     ("GET", "/v1/audit/checkpoints"): OVERSIGHT,
-    ("GET", "/v1/audit/signing-key"): ALL,
+    ("GET", "/v1/audit/signing-key"): OVERSIGHT,
     # re-deriving a session's sample from its seed: auditors and admins
     ("GET", "/v1/audit/sessions/{session_id}/sample"): OVERSIGHT,
     # a session's signed bundle (its record, never the reference answers): oversight

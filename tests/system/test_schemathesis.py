@@ -7,7 +7,8 @@ fresh bearer token of one role of organisation A, and its response must
 * conform to the documented response schema and headers (``response_schema_conformance``,
   ``response_headers_conformance``),
 * contain no item's answer or explanation (``no_answer_leak``, below), except where an
-  admin reviews items (``REVIEW_ROUTES``): there admins see answers by design.
+  admin reviews items (``REVIEW_ROUTES``): there admins see answers by design, and where
+  oversight reads a session's record (``RECORD_ROUTES``), whose answers are the model's.
 
 ``status_code_conformance`` and ``content_type_conformance`` are left out on purpose: the
 schema FastAPI generates documents only the success status and 422, while the API answers
@@ -66,6 +67,9 @@ BASE_URL = f"http://{asgi.HOST}"
 
 REVIEW_ROUTES = ("/v1/admin/bank/items",)
 """Where an admin reviews items and so sees their answers (auditors still must not)."""
+RECORD_ROUTES = ("/v1/audit/sessions/",)
+"""Where oversight (admins, auditors) reads a session's record, the model's answers included:
+a right answer repeats the reference answer, so the check would flag the model's words."""
 
 # The secrets of the bank under test; read by ``no_answer_leak`` (empty outside this module's
 # tests, so the globally registered check is a no-op elsewhere).
@@ -237,7 +241,9 @@ schema = schemathesis.openapi.from_dict(create_app(test_settings("sqlite+aiosqli
 def test_api_conforms_and_never_leaks(case: Any, fuzz: Fuzz) -> None:
     fuzz.use_real_ids(case)
     checks = [not_a_server_error, response_schema_conformance, response_headers_conformance]
-    if not (fuzz.role == "admin" and case.path.startswith(REVIEW_ROUTES)):
+    reviewing = fuzz.role == "admin" and case.path.startswith(REVIEW_ROUTES)
+    reading_a_record = fuzz.role in ("admin", "auditor") and case.path.startswith(RECORD_ROUTES)
+    if not (reviewing or reading_a_record):
         checks.append(no_answer_leak)
     response = case.call_and_validate(
         base_url=BASE_URL, session=fuzz.client, headers=fuzz.headers(), checks=checks

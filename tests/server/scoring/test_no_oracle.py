@@ -26,7 +26,9 @@ from tests.support.sessions import (
 )
 
 LEASE_IDLE_S = 0.2
-VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id"}
+VOLATILE = {"session_id", "id", "deadline_at", "created_at", "ended_at", "model_id", "commitment"}
+"""Ids, times and the sample commitment (a hash of a fresh random seed): they differ
+between any two sessions whatever was answered."""
 
 
 async def answer_first_item(
