@@ -49,7 +49,8 @@ async def session_bundle_route(
     session is scored) and an Ed25519 signature over all of it by the server's audit key.
     Check it offline with ``proctor audit check FILE --public-key KEY``."""
     await bundle_source(db, session_id)  # 404 before the response starts
-    key = load_signing_key(runtime.settings)
+    # The key the server loaded at start-up (a bad key refuses to start, never a 500 here).
+    key = runtime.audit.signing_key or load_signing_key(runtime.settings)
     return StreamingResponse(
         _chunks(runtime, session_id, key),
         media_type=fmt.MEDIA_TYPE,
