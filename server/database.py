@@ -79,10 +79,16 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+READ_ONLY = "proctor_read_only"
+"""Execution option of a connection whose transactions only read (``read_only_snapshot``)."""
+
+
 def _sqlite_begin(connection: Any) -> None:
     """Every transaction takes the write lock up front, so two writers serialise instead of
-    failing halfway (the embedded default serves one user; readers are not blocked in WAL)."""
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    failing halfway (the embedded default serves one user; readers are not blocked in WAL);
+    a read-only one (``READ_ONLY``) takes none, and WAL gives it a snapshot."""
+    read_only = connection.get_execution_options().get(READ_ONLY, False)
+    connection.exec_driver_sql("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
@@ -95,6 +101,26 @@ async def unit_of_work(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
     """One transaction: commit when the block ends normally, roll back on any exception."""
     async with session_factory(engine)() as session, session.begin():
         yield session
+
+
+@asynccontextmanager
+async def read_only_snapshot(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """One read-only transaction that sees a single snapshot of the database (repeatable
+    read on PostgreSQL, a deferred transaction under WAL on SQLite), for long reads that
+    must agree with themselves (a session bundle, a re-derivation, a chain walk) without
+    holding SQLite's write lock: writers go on meanwhile. Rolled back at the end."""
+    async with engine.connect() as connection:
+        await connection.execution_options(**{READ_ONLY: True})
+        if connection.dialect.name == "postgresql":
+            await connection.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+        async with AsyncSession(bind=connection, expire_on_commit=False) as db:
+            await connection.begin()
+            try:
+                yield db
+            finally:
+                await connection.rollback()
 
 
 def alembic_config(url: str) -> Config:
