@@ -83,22 +83,23 @@ def verify_commitment(
     reveal: CommitmentReveal,
     delivered_items: Iterable[Delivered] | None = None,
     *,
-    expected_commitment: str | None = None,
+    expected_commitment: str,
     mode: SessionMode | str = SessionMode.FIXED,
 ) -> CommitmentCheck:
     """Check that ``reveal`` opens its commitment and that the items you got were in it.
 
     * the hash of the revealed seed, salt, source and item ids must equal
-      ``reveal.commitment``, and that must equal ``expected_commitment`` (pass the
-      ``Session.commitment`` you got when the session was created: a reveal that agrees
-      with itself but not with that promise proves nothing);
+      ``reveal.commitment``, and that must equal ``expected_commitment`` (required: the
+      ``Session.commitment`` you got when the session was created, kept by you; a reveal
+      only agrees with itself without it, which proves nothing, since the server could
+      have drawn the items after seeing your answers);
     * every delivered item (``delivered_items``: the ``Item``s you were given, or
       ``(position, item_id)`` pairs) must be in the committed list, and, unless ``mode`` is
       ``adaptive`` (whose server picks which undelivered item comes next), at its
       position in it: fixed, replay, anchor and item-set sessions deliver in drawn order.
     """
     problems: list[str] = []
-    if expected_commitment is not None and reveal.commitment != expected_commitment:
+    if reveal.commitment != expected_commitment:
         problems.append(
             f"the reveal's commitment {reveal.commitment} is not the one given at creation "
             f"({expected_commitment})"

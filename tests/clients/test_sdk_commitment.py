@@ -79,6 +79,10 @@ def honest() -> CommitmentReveal:
     )
 
 
+PROMISED = honest().commitment or ""
+"""The commitment the honest session gave at creation."""
+
+
 def delivered(order: list[int]) -> list[Item]:
     return [
         Item(position=p, item_id=ITEMS[i], question="q", options=None, qtype="mc", discipline="d")
@@ -88,10 +92,13 @@ def delivered(order: list[int]) -> list[Item]:
 
 def test_an_honest_reveal_verifies_with_the_items_delivered() -> None:
     reveal = honest()
-    check = verify_commitment(reveal, delivered([0, 1, 2]), expected_commitment=reveal.commitment)
+    promised = reveal.commitment
+    assert promised is not None
+    check = verify_commitment(reveal, delivered([0, 1, 2]), expected_commitment=promised)
     assert check.ok and bool(check) and check.problems == ()
     assert check.recomputed == reveal.commitment
-    assert verify_commitment(reveal, [(3, ITEMS[3].upper())]).ok  # any UUID spelling
+    spelled = [(3, ITEMS[3].upper())]  # any UUID spelling
+    assert verify_commitment(reveal, spelled, expected_commitment=promised).ok
 
 
 @pytest.mark.parametrize(
@@ -111,7 +118,7 @@ def test_an_honest_reveal_verifies_with_the_items_delivered() -> None:
 )
 def test_a_tampered_reveal_fails(change: dict[str, Any], problem: str) -> None:
     forged = dataclasses.replace(honest(), **change)
-    check = verify_commitment(forged, delivered([0, 1]))
+    check = verify_commitment(forged, delivered([0, 1]), expected_commitment=PROMISED)
     assert not check.ok
     assert any(problem in p for p in check.problems), check.problems
 
@@ -119,19 +126,31 @@ def test_a_tampered_reveal_fails(change: dict[str, Any], problem: str) -> None:
 def test_the_promise_given_at_creation_must_be_the_revealed_one() -> None:
     check = verify_commitment(honest(), expected_commitment="f" * 64)
     assert not check.ok and "not the one given at creation" in check.problems[0]
+    # a reveal that agrees with itself (another seed, its hash recomputed) is no proof
+    fields: dict[str, Any] = {"seed": "ee" * 16, "salt": "cd" * 16}
+    redrawn = server.commitment(**fields, source={"kind": "anchor"}, item_ids=ITEMS)
+    forged = dataclasses.replace(honest(), commitment=redrawn, **fields)
+    assert verify_commitment(forged, expected_commitment=redrawn).ok  # self-consistent
+    check = verify_commitment(forged, delivered([0, 1]), expected_commitment=PROMISED)
+    assert not check.ok and "not the one given at creation" in check.problems[0]
+    # and the promise cannot be left out
+    with pytest.raises(TypeError, match="expected_commitment"):
+        verify_commitment(forged, delivered([0, 1]))  # type: ignore[call-arg]
 
 
 def test_a_delivered_item_outside_the_sample_or_out_of_order_fails() -> None:
     reveal = honest()
-    outside = verify_commitment(reveal, [(0, ITEMS[0]), (1, uuid.UUID(int=99))])
+    outside = verify_commitment(
+        reveal, [(0, ITEMS[0]), (1, uuid.UUID(int=99))], expected_commitment=PROMISED
+    )
     assert outside.problems == (
         f"item {uuid.UUID(int=99)} (position 1) is not in the committed sample",
     )
     swapped = delivered([1, 0])
-    assert not verify_commitment(reveal, swapped).ok
-    assert not verify_commitment(reveal, swapped, mode="fixed").ok
+    assert not verify_commitment(reveal, swapped, expected_commitment=PROMISED).ok
+    assert not verify_commitment(reveal, swapped, expected_commitment=PROMISED, mode="fixed").ok
     # an adaptive session picks which undelivered item comes next: membership only
-    assert verify_commitment(reveal, swapped, mode="adaptive").ok
+    assert verify_commitment(reveal, swapped, expected_commitment=PROMISED, mode="adaptive").ok
 
 
 def test_a_source_hashes_as_the_server_sent_it() -> None:

@@ -133,10 +133,11 @@ async def test_a_scored_session_opens_its_commitment_and_the_sdk_verifies_it(
         *delivered[:-1],
         (delivered[-1].position, str(uuid.uuid4())),
     ]
-    assert "not in the committed sample" in verify_commitment(reveal, stranger).problems[0]
+    strange = verify_commitment(reveal, stranger, expected_commitment=promised)
+    assert "not in the committed sample" in strange.problems[0]
     moved = [(0, delivered[1].item_id), (1, delivered[0].item_id)]
-    assert not verify_commitment(reveal, moved).ok
-    assert verify_commitment(reveal, moved, mode="adaptive").ok
+    assert not verify_commitment(reveal, moved, expected_commitment=promised).ok
+    assert verify_commitment(reveal, moved, expected_commitment=promised, mode="adaptive").ok
 
 
 async def test_a_session_of_another_organisation_is_not_found(
