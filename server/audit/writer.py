@@ -21,11 +21,13 @@ another reason is renamed ``*.rejected`` and logged, never deleted.
 
 Each writer owns one hash chain of the audit log (``server.audit.chaining``, named
 ``w-<16 hex>``): rows are linked at insert time, in the order inserted, so a spooled row
-is chained by whichever writer replays it. The writer keeps its chain's head in memory,
-moves it only after a commit, and after any failed (or ambiguous) insert reads the head
-back from the database before inserting again. Every ``checkpoint_rows`` rows or
-``checkpoint_s`` seconds after a commit, and at ``stop``, it signs a checkpoint of its
-head (``server.ledger.checkpoints``) when it has a signing key.
+is chained by whichever writer replays it. The writer keeps its chain's head (its number
+of rows and last hash) in memory, moves it only after a commit, and after any failed (or
+ambiguous) insert reads the head back from the database before inserting again; a batch
+costs one round trip besides the commit (the last row's id is read only when signing).
+Every ``checkpoint_rows`` rows or ``checkpoint_s`` seconds after a commit, and at
+``stop``, it signs a checkpoint of its head (``server.ledger.checkpoints``) when it has a
+signing key.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import hashlib
 import logging
 import time
 import uuid
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 
@@ -80,7 +83,8 @@ class AuditWriter:
         """The name of this writer's hash chain."""
         self.signing_key = signing_key
         self._head: ChainHead | None = ChainHead(self.chain, 0, None, genesis(LOG, self.chain))
-        """The chain's head as committed; None when unknown (after a failed insert)."""
+        """The chain's head as committed (its ``last_row_id`` is None unless read back);
+        None when unknown (after a failed insert)."""
         self._checkpoint_hash: str | None = None
         self._checkpoint_known = True
         """Whether ``_checkpoint_hash`` is the newest checkpoint's (False after a failure)."""
@@ -242,14 +246,9 @@ class AuditWriter:
         head = self._head or await self._read_head(connection)
         values, last_hash = chained_values(rows, head)
         await connection.execute(insert(AuditEntry), values)
-        # The chain's last id, read in the same transaction (only this writer writes the
-        # chain): one round trip per batch, cheaper than RETURNING every id.
-        last_id = await connection.scalar(
-            select(func.max(AuditEntry.id)).where(AuditEntry.chain == self.chain)
-        )
-        if last_id is None:
-            raise RuntimeError("audit: the rows just inserted are not there")
-        return ChainHead(self.chain, head.n_rows + len(values), last_id, last_hash)
+        # The last row's id is not read here (a round trip every request would wait for):
+        # ``_checkpoint`` reads it when it signs.
+        return ChainHead(self.chain, head.n_rows + len(values), None, last_hash)
 
     async def _read_head(self, connection: AsyncConnection) -> ChainHead:
         """This chain's head as stored: its last row by id, and its number of rows."""
@@ -282,8 +281,8 @@ class AuditWriter:
             return
         async with asyncio.timeout(self.insert_timeout_s):
             async with self.engine.begin() as connection:
-                head = self._head or await self._read_head(connection)
-                if head.last_row_id is None:
+                head = await self._signable_head(connection)
+                if head is None:
                     return
                 if not self._checkpoint_known:
                     self._checkpoint_hash = await last_checkpoint_hash(
@@ -301,6 +300,29 @@ class AuditWriter:
         self._checkpoint_hash = values["checkpoint_hash"]
         self._checkpoint_known = True
         self._cadence.done()
+
+    async def _signable_head(self, connection: AsyncConnection) -> ChainHead | None:
+        """The committed head with its last row's id (None if the chain has no rows). The
+        in-memory head does not track the id: it is the chain's last row, as only this
+        writer (under the lock) writes the chain. Raises if that row's hash is not the
+        head's, and forgets the head so the next insert reads it back."""
+        if self._head is None:
+            head = await self._read_head(connection)
+            return head if head.last_row_id is not None else None
+        last = (
+            await connection.execute(
+                select(AuditEntry.id, AuditEntry.row_hash)
+                .where(AuditEntry.chain == self.chain)
+                .order_by(AuditEntry.id.desc())
+                .limit(1)
+            )
+        ).first()
+        if last is None and self._head.n_rows == 0:
+            return None
+        if last is None or last.row_hash != self._head.head_hash:
+            self._head = None
+            raise RuntimeError(f"audit: chain {self.chain}'s last row is not its known head")
+        return replace(self._head, last_row_id=last.id)
 
     async def _probe(self) -> bool:
         """Whether the database answers (``SELECT 1``); updates the back-off."""
