@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Row, and_, func, insert, or_, select
@@ -303,6 +304,17 @@ def _due(signer: CheckpointSigner, checkpoint: _Checkpoint | None, since: int) -
 # --------------------------------------------------------------------------- verdicts
 
 
+class VerdictProblem(StrEnum):
+    """How a verdict disagrees with the ledger."""
+
+    CHANGED = "changed"
+    """It differs from its latest entry."""
+    UNRECORDED = "unrecorded"
+    """It has no entry, and was written after chaining began."""
+    DELETED = "deleted"
+    """Its latest entry records a verdict that is gone (or whose id another took)."""
+
+
 @dataclass(frozen=True, slots=True)
 class VerdictFinding:
     """One verdict that does not match the ledger."""
@@ -310,9 +322,7 @@ class VerdictFinding:
     verdict_id: int
     session_id: uuid.UUID
     position: int
-    problem: str
-    """``changed`` (differs from its latest entry), ``unrecorded`` (no entry, written after
-    chaining began) or ``deleted`` (its latest entry records a verdict that is gone)."""
+    problem: VerdictProblem
     expected: Mapping[str, Any] | None
     """The latest entry's fields (None for an unrecorded verdict)."""
     found: Mapping[str, Any] | None
@@ -345,6 +355,19 @@ class VerdictReport:
     def ok(self) -> bool:
         return not (self.changed or self.unrecorded or self.deleted)
 
+    def count(self, problem: VerdictProblem) -> int:
+        """Count one more verdict with ``problem``; the new count of that problem."""
+        match problem:
+            case VerdictProblem.CHANGED:
+                self.changed += 1
+                return self.changed
+            case VerdictProblem.UNRECORDED:
+                self.unrecorded += 1
+                return self.unrecorded
+            case VerdictProblem.DELETED:
+                self.deleted += 1
+                return self.deleted
+
 
 def _latest() -> Any:
     """The id of each verdict's latest entry."""
@@ -369,13 +392,9 @@ async def check_verdicts(db: AsyncSession, *, limit: int = 100) -> VerdictReport
     """
     report = VerdictReport()
     report.verdicts = int(await db.scalar(select(func.count()).select_from(Verdict)) or 0)
-    kept = {"changed": 0, "unrecorded": 0, "deleted": 0}
 
     def found(finding: VerdictFinding) -> None:
-        kind = finding.problem
-        setattr(report, kind, getattr(report, kind) + 1)
-        if kept[kind] < limit:
-            kept[kind] += 1
+        if report.count(finding.problem) <= limit:
             report.findings.append(finding)
 
     await _disagreeing_verdicts(db, report, found)
@@ -403,12 +422,12 @@ async def _disagreeing_verdicts(
     async for row in await db.stream(statement):
         current = {name: getattr(row, name) for name in COMPARED}
         if row.entry_id is not None:
-            found(VerdictFinding(row.id, row.session_id, row.position, "changed",
+            found(VerdictFinding(row.id, row.session_id, row.position, VerdictProblem.CHANGED,
                                  _entry_fields(row), current))  # fmt: skip
         elif first_at is None or _aware(row.created_at) < _aware(first_at):
             report.before_chaining += 1
         else:
-            found(VerdictFinding(row.id, row.session_id, row.position, "unrecorded",
+            found(VerdictFinding(row.id, row.session_id, row.position, VerdictProblem.UNRECORDED,
                                  None, current))  # fmt: skip
 
 
@@ -439,8 +458,7 @@ async def _gone_verdicts(
         if row.e_method == WITHDRAWN:
             report.withdrawn += 1
         else:
-            found(VerdictFinding(row.verdict_id, row.e_session_id, row.e_position, "deleted",
-                                 _entry_fields(row), None))  # fmt: skip
+            found(_deleted(row))
 
 
 async def _reused_ids(db: AsyncSession, found: Callable[[VerdictFinding], None]) -> None:
@@ -465,8 +483,19 @@ async def _reused_ids(db: AsyncSession, found: Callable[[VerdictFinding], None])
         .order_by(history.c.verdict_id, history.c.entry_id)
     )
     async for row in await db.stream(statement):
-        found(VerdictFinding(row.verdict_id, row.e_session_id, row.e_position, "deleted",
-                             _entry_fields(row), None))  # fmt: skip
+        found(_deleted(row))
+
+
+def _deleted(row: Row[Any]) -> VerdictFinding:
+    """The finding for an entry (``_entry_columns`` and ``verdict_id``) whose verdict is gone."""
+    return VerdictFinding(
+        row.verdict_id,
+        row.e_session_id,
+        row.e_position,
+        VerdictProblem.DELETED,
+        _entry_fields(row),
+        None,
+    )
 
 
 def _entry_columns() -> list[Any]:
@@ -488,14 +517,14 @@ def describe(finding: VerdictFinding) -> str:
     """One line locating a finding: verdict, session, position, expected vs found."""
     where = f"verdict {finding.verdict_id} (session {finding.session_id}, position "
     where += f"{finding.position})"
-    if finding.problem == "changed":
+    if finding.problem is VerdictProblem.CHANGED:
         assert finding.expected is not None and finding.found is not None
         diffs = ", ".join(
             f"{name}: ledger {finding.expected[name]!r}, verdict {finding.found[name]!r}"
             for name in finding.differences
         )
         return f"{where} changed after it was recorded: {diffs}"
-    if finding.problem == "unrecorded":
+    if finding.problem is VerdictProblem.UNRECORDED:
         return f"{where} has no ledger entry (written outside the scoring and review paths)"
     return f"{where} was deleted; the ledger recorded score {_score(finding.expected)}"
 
@@ -517,16 +546,22 @@ def summary(report: VerdictReport) -> str:
 
 def as_json(report: VerdictReport) -> dict[str, Any]:
     """``report`` as JSON-able data (findings with their differing fields)."""
-    counts = ("verdicts", "matching", "before_chaining", "withdrawn", "changed", "deleted")
-    out: dict[str, Any] = {name: getattr(report, name) for name in counts}
-    out["unrecorded"] = report.unrecorded
-    out["ok"] = report.ok
+    out: dict[str, Any] = {
+        "verdicts": report.verdicts,
+        "matching": report.matching,
+        "before_chaining": report.before_chaining,
+        "withdrawn": report.withdrawn,
+        "changed": report.changed,
+        "deleted": report.deleted,
+        "unrecorded": report.unrecorded,
+        "ok": report.ok,
+    }
     out["findings"] = [
         {
             "verdict_id": f.verdict_id,
             "session_id": str(f.session_id),
             "position": f.position,
-            "problem": f.problem,
+            "problem": f.problem.value,
             "differences": f.differences,
             "expected": None
             if f.expected is None

@@ -36,6 +36,7 @@ from server.ledger.results import (
     RESULTS_SPEC,
     WITHDRAWN,
     CheckpointSigner,
+    VerdictProblem,
     VerdictReport,
     check_verdicts,
     describe,
@@ -266,19 +267,22 @@ async def test_a_verdict_changed_deleted_or_slipped_in_is_found(
     assert (report.changed, report.deleted, report.unrecorded) == (1, 1, 1)
     assert report.matching == 4
     by_problem = {finding.problem: finding for finding in report.findings}
-    assert by_problem["changed"].verdict_id == changed.id
-    assert by_problem["changed"].position == changed.position
-    assert by_problem["changed"].differences == ["score"]
-    assert by_problem["changed"].expected is not None and by_problem["changed"].found is not None
-    assert (by_problem["changed"].expected["score"], by_problem["changed"].found["score"]) == (3, 0)
-    assert "changed after it was recorded: score: ledger 3, verdict 0" in describe(
-        by_problem["changed"]
-    )
-    assert by_problem["deleted"].verdict_id == deleted.id
-    assert by_problem["deleted"].session_id == deleted.session_id
-    assert by_problem["unrecorded"].verdict_id not in {v.id for v in verdicts}
-    assert by_problem["unrecorded"].found is not None
-    assert by_problem["unrecorded"].found["judge"] == "judge-forged"
+    changed_finding = by_problem[VerdictProblem.CHANGED]
+    assert changed_finding.verdict_id == changed.id
+    assert changed_finding.position == changed.position
+    assert changed_finding.differences == ["score"]
+    assert changed_finding.expected is not None and changed_finding.found is not None
+    assert (changed_finding.expected["score"], changed_finding.found["score"]) == (3, 0)
+    assert "changed after it was recorded: score: ledger 3, verdict 0" in describe(changed_finding)
+    assert by_problem[VerdictProblem.DELETED].verdict_id == deleted.id
+    assert by_problem[VerdictProblem.DELETED].session_id == deleted.session_id
+    unrecorded = by_problem[VerdictProblem.UNRECORDED]
+    assert unrecorded.verdict_id not in {v.id for v in verdicts}
+    assert unrecorded.found is not None
+    assert unrecorded.found["judge"] == "judge-forged"
+    async with database_session(db_url) as db:
+        capped = await check_verdicts(db, limit=0)
+    assert (capped.changed, capped.deleted, capped.unrecorded, capped.findings) == (1, 1, 1, [])
     # the chains themselves are intact: the ledger was not touched
     assert_chains_verify(await verified(db_url))
 
@@ -293,7 +297,7 @@ async def test_a_verdict_changed_deleted_or_slipped_in_is_found(
     assert listed == {
         ("changed", changed.id),
         ("deleted", deleted.id),
-        ("unrecorded", by_problem["unrecorded"].verdict_id),
+        ("unrecorded", unrecorded.verdict_id),
     }
     run = await asyncio.to_thread(proctor, "audit", "verify", env=env)
     assert f"verdict {changed.id} (session {changed.session_id}" in run.stdout
@@ -335,7 +339,9 @@ async def test_a_deleted_verdict_is_found_even_when_its_id_is_reused(
         assert reused is None
     report = await checked(db_url)
     assert (report.deleted, report.changed, report.unrecorded) == (1, 0, 0)
-    assert [(f.problem, f.verdict_id) for f in report.findings] == [("deleted", newest.id)]
+    assert [(f.problem, f.verdict_id) for f in report.findings] == [
+        (VerdictProblem.DELETED, newest.id)
+    ]
     assert report.findings[0].expected is not None
     assert report.findings[0].expected["judge"] == newest.judge
     assert_chains_verify(await verified(db_url))
@@ -362,7 +368,7 @@ async def test_verdicts_written_before_chaining_are_not_tampering(
     await execute(db_url, "DELETE FROM result_ledger")
     report = await checked(db_url)
     assert (report.before_chaining, report.unrecorded, report.matching) == (2, 1, 0)
-    assert [(f.problem, f.verdict_id) for f in report.findings] == [("unrecorded", 1)]
+    assert [(f.problem, f.verdict_id) for f in report.findings] == [(VerdictProblem.UNRECORDED, 1)]
 
 
 async def test_an_entry_edited_deleted_or_inserted_breaks_the_chain(
@@ -393,7 +399,7 @@ async def test_an_entry_edited_deleted_or_inserted_breaks_the_chain(
         (rows[3].id, verify.Reason.BROKEN_LINK)
     ]
     assert [(f.problem, f.verdict_id) for f in (await checked(db_url)).findings] == [
-        ("unrecorded", target.verdict_id)
+        (VerdictProblem.UNRECORDED, target.verdict_id)
     ]
 
     # inserted: a forged row, well linked and hashed, between two rows breaks the next link
