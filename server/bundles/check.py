@@ -9,12 +9,12 @@ problem, never an exception. It checks:
 * every line is a canonical JSON object of a known type with exactly its fields;
 * the lines come in the format's order, with one header, one commitment, one signature;
 * answers and verdicts name delivered positions, answers the item delivered there;
-* the commitment, when opened, recomputes (``bank.sampling.commitment``), and a fixed
-  session's delivered items sit at their committed positions (other modes: among them);
+* the commitment, when opened, recomputes (``bank.sampling.commitment``), and the
+  delivered items sit at their committed positions (adaptive sessions: among them);
 * the SHA-256 of the lines before the signature, and the Ed25519 signature against the
   public key the caller trusts, or, without one, the key the header names: that proves
-  integrity only (anyone can sign a bundle with a key of their own), and ``origin_checked``
-  says so.
+  integrity only (anyone can sign a bundle with a key of their own), so ``intact`` may
+  hold but ``ok`` never does without a trusted key (``origin_checked``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from bank.sampling.commitment import commitment as commitment_hash
 from server.bundles import format as fmt
 from server.errors import InvalidInput
 from server.ledger.signing import PublicKey, parse_public
+from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 MAX_PROBLEMS = 1000
@@ -64,8 +65,10 @@ class Problem:
 
 @dataclass(slots=True)
 class BundleCheck:
-    """What checking a bundle found. ``ok`` only if nothing is wrong and the signature
-    verifies; ``origin_checked`` only if it verifies against a key the caller trusted."""
+    """What checking a bundle found. ``intact`` if nothing is wrong and the signature
+    verifies (against the trusted key, or else the key the bundle names: a forger signing
+    with a key of their own passes that); ``origin_checked`` if it verifies against a key
+    the caller trusted; ``ok`` (the verdict) only if both."""
 
     problems: list[Problem] = field(default_factory=list)
     n_problems: int = 0
@@ -86,8 +89,14 @@ class BundleCheck:
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
-    def ok(self) -> bool:
+    def intact(self) -> bool:
+        """Nothing wrong and the signature verifies; says nothing of who signed."""
         return self.n_problems == 0 and self.signature_valid
+
+    @property
+    def ok(self) -> bool:
+        """Intact and signed by the key the caller trusted: never without one."""
+        return self.intact and self.origin_checked
 
     def add(self, line: int | None, field_name: str | None, message: str) -> None:
         self.n_problems += 1
@@ -97,6 +106,7 @@ class BundleCheck:
     def as_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "intact": self.intact,
             "origin_checked": self.origin_checked,
             "signature_valid": self.signature_valid,
             "session_id": self.session_id,
@@ -460,8 +470,8 @@ class _State:
 
 def check_bundle(stream: IO[bytes], *, public_key: PublicKey | None = None) -> BundleCheck:
     """Check the bundle read from ``stream`` (see the module docstring); with
-    ``public_key`` the signature must be that key's, else the header's key is used and
-    ``origin_checked`` stays False."""
+    ``public_key`` the signature must be that key's, else the header's key is used,
+    ``origin_checked`` stays False and so does ``ok`` (``intact`` may hold)."""
     result = BundleCheck()
     state = _State()
     digest = hashlib.sha256()
@@ -625,11 +635,13 @@ def _commitment(header: Mapping[str, Any] | None, state: _State, result: BundleC
 def _placement(
     header: Mapping[str, Any] | None, state: _State, result: BundleCheck, item_ids: list[str]
 ) -> None:
-    """Fixed sessions deliver the committed order; others deliver committed items."""
-    fixed = header is not None and header["mode"] == "fixed"
+    """Every mode but adaptive delivers in the committed order (fixed, replay, anchor and
+    item-set sessions deliver in drawn order); adaptive sessions deliver committed items
+    in an order the server picks. A header without a known mode is checked for order."""
+    ordered = header is None or header["mode"] != SessionMode.ADAPTIVE
     committed = set(item_ids)
     for position, item_id in sorted(state.items.items()):
-        if fixed:
+        if ordered:
             at = item_ids[position] if position < len(item_ids) else None
             if at != item_id:
                 result.add(

@@ -13,7 +13,8 @@ from fastapi.responses import StreamingResponse
 from server.api.dependencies import AuditReader, DbSession, RuntimeDep, SessionId
 from server.api.runtime import Runtime
 from server.bundles import format as fmt
-from server.bundles.service import bundle_source, session_bundle, snapshot
+from server.bundles.service import bundle_source, session_bundle
+from server.database import read_only_snapshot
 from server.ledger.signing import SigningKey, load_signing_key
 
 router = APIRouter(tags=["audit"])
@@ -62,10 +63,11 @@ async def session_bundle_route(
 
 
 async def _chunks(runtime: Runtime, session_id: uuid.UUID, key: SigningKey) -> AsyncIterator[bytes]:
-    """The bundle's lines, joined into chunks, read in one snapshot of the database."""
+    """The bundle's lines, joined into chunks, read in one snapshot of the database that
+    holds no write lock (``read_only_snapshot``): writers go on while it streams."""
     buffer: list[bytes] = []
     size = 0
-    async with snapshot(runtime.engine) as db:
+    async with read_only_snapshot(runtime.engine) as db:
         async for line in session_bundle(db, session_id, key=key, now=datetime.now(UTC)):
             buffer.append(line)
             size += len(line)

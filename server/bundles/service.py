@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy import Select, and_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Exposure, Item, Sample, SampleItem
 from server.bundles import format as fmt
@@ -53,20 +52,6 @@ async def bundle_source(db: AsyncSession, session_id: uuid.UUID) -> BundleSource
     if model is None or sample is None:  # foreign keys make this impossible
         raise NotFound(f"session {session_id} has no model or sample")
     return BundleSource(session, model, sample)
-
-
-@asynccontextmanager
-async def snapshot(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    """A read-only transaction that sees one snapshot of the database on PostgreSQL
-    (repeatable read), so lines read by several queries agree with each other."""
-    async with engine.connect() as connection:
-        if connection.dialect.name == "postgresql":
-            await connection.execution_options(isolation_level="REPEATABLE READ")
-        async with (
-            connection.begin(),
-            AsyncSession(bind=connection, expire_on_commit=False) as db,
-        ):
-            yield db
 
 
 async def session_bundle(
@@ -189,21 +174,10 @@ async def _answers(db: AsyncSession, source: BundleSource) -> AsyncIterator[dict
         )
         .where(Answer.session_id == source.session.id)
         .order_by(Answer.position)
-        .execution_options(yield_per=YIELD_PER)
     )
-    rows = await db.stream(query)
-    async for row in rows:
-        yield {
-            "type": fmt.ANSWER,
-            "position": row.position,
-            "item_id": row.item_id,
-            "answer": row.answer,
-            "reasoning": row.reasoning,
-            "submitted_at": fmt.timestamp(row.submitted_at),
-            "delivered_at": fmt.timestamp(row.delivered_at),
-            "prompt_tokens": row.prompt_tokens,
-            "completion_tokens": row.completion_tokens,
-        }
+    written = {"submitted_at": fmt.timestamp, "delivered_at": fmt.timestamp}
+    async for fields in _rows(db, fmt.ANSWER, query, written):
+        yield fields
 
 
 async def _verdicts(db: AsyncSession, source: BundleSource) -> AsyncIterator[dict[str, Any]]:
@@ -219,20 +193,28 @@ async def _verdicts(db: AsyncSession, source: BundleSource) -> AsyncIterator[dic
         )
         .where(Verdict.session_id == source.session.id)
         .order_by(Verdict.position, Verdict.created_at, Verdict.id)
-        .execution_options(yield_per=YIELD_PER)
     )
-    rows = await db.stream(query)
+    written: dict[str, Callable[[Any], Any]] = {
+        "needs_review": bool,
+        "created_at": fmt.timestamp,
+    }
+    async for fields in _rows(db, fmt.VERDICT, query, written):
+        yield fields
+
+
+async def _rows(
+    db: AsyncSession, kind: str, query: Select[Any], written: Mapping[str, Callable[[Any], Any]]
+) -> AsyncIterator[dict[str, Any]]:
+    """One line of type ``kind`` per row of ``query``, whose columns are named as the
+    line's fields, streamed ``YIELD_PER`` rows at a time; ``written`` maps a field to what
+    writes its value (the others go as they are)."""
+    rows = await db.stream(query.execution_options(yield_per=YIELD_PER))
     async for row in rows:
-        yield {
-            "type": fmt.VERDICT,
-            "position": row.position,
-            "judge": row.judge,
-            "prompt_version": row.prompt_version,
-            "score": row.score,
-            "method": row.method,
-            "needs_review": bool(row.needs_review),
-            "created_at": fmt.timestamp(row.created_at),
+        fields = {
+            name: written[name](value) if name in written else value
+            for name, value in row._mapping.items()
         }
+        yield {"type": kind, **fields}
 
 
 def revealable(source: BundleSource) -> bool:

@@ -2,7 +2,8 @@
 
 ``export`` reads the database like the other admin commands and writes the bundle
 (``server.bundles.format``) of one session; ``check`` verifies a bundle offline (no
-database, no network; exit status 0 verified, 1 problems found, 2 unreadable input);
+database, no network; exit status 0 verified against a trusted key, 1 problems found or
+origin not checked, 2 unreadable input);
 ``public-key`` prints the configured signing key's public part, for auditors to pin.
 """
 
@@ -77,15 +78,26 @@ def check_command(
         typer.Option(
             "--public-key",
             help="The server's public key you trust (base64 of the raw key, or PEM). "
-            "Without it only integrity is checked, not who signed.",
+            "Without it (or --integrity-only) the check fails: who signed is not checked.",
         ),
     ] = None,
+    integrity_only: Annotated[
+        bool,
+        typer.Option(
+            "--integrity-only",
+            help="Without --public-key, exit 0 for an intact bundle signed by the key it "
+            "names: anyone can sign with a key of their own, so this proves no origin.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Check a session bundle offline: hash, signature, commitment.
 
-    Exit status 0 if it verifies, 1 if problems were found (each printed as line N: field:
-    what), 2 if the bundle or key cannot be read. Needs no database and no network.
+    Exit status 0 if it verifies against the --public-key you trust, 1 if problems were
+    found (each printed as line N: field: what) or no --public-key was given (a forger signs
+    with a key of their own; --integrity-only accepts an intact bundle without one, its
+    origin unchecked), 2 if the bundle or key cannot be read. Needs no database and no
+    network.
     """
     trusted = _public_key(public_key) if public_key is not None else None
     try:
@@ -101,12 +113,14 @@ def check_command(
     if as_json:
         print(json.dumps(result.as_json(), sort_keys=True, indent=2))
     else:
-        _print(result)
-    if not result.ok:
+        _print(result, integrity_only=integrity_only)
+    if not (result.ok or (integrity_only and result.intact)):
+        if result.intact:
+            stderr.print("origin not checked: pass --public-key (or --integrity-only)")
         raise typer.Exit(PROBLEMS)
 
 
-def _print(result: BundleCheck) -> None:
+def _print(result: BundleCheck, *, integrity_only: bool) -> None:
     for problem in result.problems:
         stdout.print(escape(str(problem)))
     if result.n_problems > len(result.problems):
@@ -118,15 +132,16 @@ def _print(result: BundleCheck) -> None:
         stdout.print(f"commitment {result.commitment}: opened, {verdict}")
     else:
         stdout.print(f"commitment {result.commitment}: not opened (session not scored yet)")
-    if not result.ok:
+    if not result.intact:
         stdout.print(f"FAILED: {result.n_problems} problem(s)")
     elif result.origin_checked:
         stdout.print(f"verified: signed by the trusted key {result.key_id}")
     else:
+        verdict = "integrity only" if integrity_only else "NOT VERIFIED"
         stdout.print(
-            f"integrity only: the bundle is intact and signed by the key it names "
+            f"{verdict}: the bundle is intact and signed by the key it names "
             f"({result.key_id}), but no --public-key was given, so who signed it is NOT "
-            "checked"
+            "checked (anyone can sign with a key of their own)"
         )
 
 

@@ -16,6 +16,7 @@ from bank.sampling.commitment import commitment, new_salt
 from server.bundles import format as fmt
 from server.bundles.check import check_bundle, check_bundle_bytes
 from server.ledger.signing import SigningKey, new_private_text, parse_private
+from server.sessions.modes import SessionMode
 
 KEY = parse_private(new_private_text(), source="test")
 TIME = "2026-11-24T10:00:00.000000Z"
@@ -143,7 +144,9 @@ def test_a_well_formed_bundle_verifies() -> None:
     assert result.commitment_revealed and result.commitment_valid
     assert result.counts == {"header": 1, "item": 4, "answer": 4, "verdict": 4, "commitment": 1}
     unopened = check_bundle_bytes(sign(records(state="active", revealed=False)))
-    assert unopened.ok and not unopened.origin_checked and not unopened.commitment_revealed
+    assert unopened.intact and not unopened.commitment_revealed
+    assert not unopened.origin_checked and not unopened.ok  # no trusted key: no verdict
+    assert unopened.as_json()["ok"] is False and unopened.as_json()["intact"] is True
 
 
 def test_re_signed_forgeries_fail_their_consistency_checks() -> None:
@@ -158,10 +161,15 @@ def test_re_signed_forgeries_fail_their_consistency_checks() -> None:
     swapped[5]["item_id"], swapped[6]["item_id"] = swapped[6]["item_id"], swapped[5]["item_id"]
     found = problems(sign(swapped))
     assert any(p.startswith("line 14: item_ids: position 0 delivered") for p in found), found
-    adaptive = records(mode="adaptive")  # other modes: committed items, any position
-    adaptive[1]["item_id"], adaptive[2]["item_id"] = adaptive[2]["item_id"], adaptive[1]["item_id"]
-    adaptive[5]["item_id"], adaptive[6]["item_id"] = adaptive[6]["item_id"], adaptive[5]["item_id"]
-    assert check_bundle_bytes(sign(adaptive), public_key=KEY.public).ok
+    for mode in SessionMode:  # every mode but adaptive delivers in the committed order
+        moved = records(mode=mode)
+        moved[1]["item_id"], moved[2]["item_id"] = moved[2]["item_id"], moved[1]["item_id"]
+        moved[5]["item_id"], moved[6]["item_id"] = moved[6]["item_id"], moved[5]["item_id"]
+        result = check_bundle_bytes(sign(moved), public_key=KEY.public)
+        assert result.ok == (mode == SessionMode.ADAPTIVE), mode  # adaptive: any position
+        if mode != SessionMode.ADAPTIVE:
+            found = [str(p) for p in result.problems]
+            assert any(p.startswith("line 14: item_ids: position 0 delivered") for p in found)
     foreign = records()
     foreign[5]["item_id"] = str(uuid.uuid4())
     assert any(p.startswith("line 6: item_id: ") for p in problems(sign(foreign)))
@@ -200,8 +208,10 @@ def test_a_bundle_cut_short_or_reordered_is_named() -> None:
 
 def test_the_signature_must_be_the_trusted_key() -> None:
     other = parse_private(new_private_text(), source="other")
-    bundle = sign(records(key=other), key=other)
-    assert check_bundle_bytes(bundle).ok  # integrity only: it names its own key
+    bundle = sign(records(key=other), key=other)  # a forger signing with a key of their own
+    unpinned = check_bundle_bytes(bundle)
+    assert unpinned.intact and unpinned.signature_valid  # it names its own key...
+    assert not unpinned.origin_checked and not unpinned.ok  # ...which proves no origin
     found = problems(bundle)
     assert any(p.startswith("line 1: key_id: ") and "is not the trusted key" in p for p in found)
     assert any(p.startswith("line 15: signature: not a valid signature") for p in found)

@@ -4,8 +4,11 @@ line; sealed reference answers never exported; the seed opened only once scored.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -13,8 +16,12 @@ import pytest
 from sqlalchemy import select
 
 from bank.models import Item
+from server.bundles import format as fmt
 from server.bundles.check import check_bundle_bytes
+from server.bundles.service import session_bundle
+from server.database import create_engine, read_only_snapshot
 from server.ledger.signing import PublicKey, new_private_text, parse_private
+from server.sessions.models import Answer
 from tests.support.api import World, login, open_session, running_api, test_settings
 from tests.support.cli import proctor
 from tests.support.database import database_session
@@ -91,9 +98,9 @@ async def test_a_scored_session_exports_a_bundle_that_checks(
     opening = next(r for r in rows if r["type"] == "commitment")
     assert opening["revealed"] is True and isinstance(opening["seed"], str)
     assert result.commitment_revealed and result.commitment_valid is True
-    # without a trusted key: intact, but the origin is not vouched for
+    # without a trusted key: intact, but the origin is not vouched for, so no verdict
     unpinned = check_bundle_bytes(bundle)
-    assert unpinned.ok and not unpinned.origin_checked
+    assert unpinned.intact and not unpinned.origin_checked and not unpinned.ok
 
 
 async def test_no_reference_answer_or_explanation_is_exported(
@@ -128,6 +135,25 @@ async def test_the_seed_is_opened_only_once_scored(
     assert commitment["revealed"] is False and isinstance(commitment["commitment"], str)
     assert not {"seed", "salt", "source", "item_ids"} & commitment.keys()
     assert b'"seed"' not in open_bundle
+
+
+def resigned(bundle: bytes, private_text: str) -> bytes:
+    """``bundle``'s lines re-chained and signed with another key, named in the header: an
+    intact bundle that anyone holding a key of their own can make."""
+    key = parse_private(private_text, source="test")
+    rows = [json.loads(line) for line in bundle.splitlines()[:-1]]
+    rows[0].update(key_id=key.public.key_id, public_key=key.public.raw_b64)
+    out, prev, digest = [], None, hashlib.sha256()
+    for row in rows:
+        data = fmt.line({**row, "prev": prev})
+        digest.update(data)
+        prev = hashlib.sha256(data).hexdigest()
+        out.append(data)
+    sha = digest.hexdigest()
+    signature = key.sign(fmt.signed_payload(sha))
+    fields = {"type": "signature", "prev": prev, "sha256": sha, "signature": signature}
+    out.append(fmt.line({**fields, "key_id": key.public.key_id}))
+    return b"".join(out)
 
 
 def tamper_cases(bundle: bytes) -> dict[str, tuple[bytes, int, str]]:
@@ -202,8 +228,21 @@ async def test_the_cli_exports_and_checks_bundles(
         return [{k: v for k, v in r.items() if k != "prev"} for r in kept]
 
     assert content(exported.read_bytes()) == content(api_bundle)
-    run = proctor("audit", "check", str(exported))
-    assert run.returncode == 0 and "NOT" in run.stdout and "integrity only" in run.stdout
+    run = proctor("audit", "check", str(exported))  # no trusted key: origin unchecked
+    assert run.returncode == 1 and "NOT VERIFIED" in run.stdout, run.stdout + run.stderr
+    assert "origin not checked: pass --public-key" in run.stderr
+    run = proctor("audit", "check", str(exported), "--integrity-only")
+    assert run.returncode == 0 and "integrity only" in run.stdout and "NOT" in run.stdout
+    run = proctor("audit", "check", str(exported), "--json")
+    assert run.returncode == 1 and json.loads(run.stdout)["ok"] is False
+    # a forger re-signs an edited record with a key of their own, named in its header
+    forged = tmp_path / "forged.jsonl"
+    forged.write_bytes(resigned(tamper_cases(api_bundle)["score edited"][0], OTHER_KEY))
+    run = proctor("audit", "check", str(forged))
+    assert run.returncode == 1 and "origin not checked" in run.stderr, run.stdout
+    run = proctor("audit", "check", str(forged), "--public-key", str(key_file))
+    assert run.returncode == 1 and "FAILED" in run.stdout
+    assert "is not the trusted key" in run.stdout
     run = proctor("audit", "check", str(exported), "--json", "--public-key", str(key_file))
     assert run.returncode == 0 and json.loads(run.stdout)["origin_checked"] is True
     tampered = tmp_path / "tampered.jsonl"
@@ -238,3 +277,41 @@ async def test_only_auditors_and_admins_read_bundles(world_db: tuple[str, World]
         got = await client.get(missing, headers=await login(client, world.a.keys["auditor"]))
         assert got.status_code == 404
         assert got.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_writers_go_on_while_a_bundle_is_read_on_sqlite(
+    world_db: tuple[str, World],
+) -> None:
+    """The bundle is read in a ``read_only_snapshot``, as the route reads it: on SQLite
+    that takes no write lock, so an answer submitted through the API while a bundle is
+    half read is stored at once (it used to wait for the whole download), and the bundle
+    still shows the one snapshot it started from."""
+    db_url, world = world_db
+    assert world.a.model_id is not None
+    key = parse_private(SIGNING_KEY, source="test")
+    engine = create_engine(db_url)
+    async with running_api(test_settings(db_url, audit_signing_key=SIGNING_KEY)) as (_, client):
+        evaluator = await login(client, world.a.keys["evaluator"])
+        sid = uuid.UUID((await open_session(client, evaluator, world.a.model_id, n_items=4))["id"])
+        vendor = await login(client, world.a.keys["vendor"], sid)
+
+        def wrong(item: Item, _: int) -> str:
+            return answer_for(item, False)
+
+        await answer_items(client, db_url, sid, vendor, wrong, limit=1)
+        try:
+            async with read_only_snapshot(engine) as db:
+                lines = session_bundle(db, sid, key=key, now=datetime.now(UTC))
+                read = [await anext(lines), await anext(lines)]  # the header and an item
+                answered = answer_items(client, db_url, sid, vendor, wrong, limit=1)
+                await asyncio.wait_for(answered, timeout=10)  # a write, committed meanwhile
+                read += [line async for line in lines]
+        finally:
+            await engine.dispose()
+    result = check_bundle_bytes(b"".join(read), public_key=PUBLIC)
+    assert result.ok, [str(p) for p in result.problems]
+    assert result.counts["answer"] == 1  # the snapshot the read started from
+    async with database_session(db_url) as db:
+        stored = await db.execute(select(Answer.position).where(Answer.session_id == sid))
+        assert sorted(stored.scalars()) == [0, 1]
