@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.bulk import column_in, in_chunks, insert_rows
 from bank.locks import lock
 from bank.models import Exposure, Item, ItemSet, ItemSetMember, ItemStatus
+from bank.sampling.commitment import SourceKind
 from bank.sampling.service import DrawnSample, SampledItem, new_seed
 
 MAX_NAME = 100
@@ -161,7 +162,8 @@ async def draw_item_set_sample(
 
     The set is read whole, as the anchor set is (``bank.anchor_set.draw_anchor_sample``):
     the same seed on the same bank gives the same sample. What the set could not supply is
-    the shortfall, under ``"item_set"``."""
+    the shortfall, under ``"item_set"``; the source is
+    ``{"kind": "item_set", "item_set_id": "<set_id>"}``."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     seed = seed or new_seed()
@@ -171,14 +173,17 @@ async def draw_item_set_sample(
         .join(ItemSetMember, ItemSetMember.item_id == Item.id)
         .where(ItemSetMember.set_id == set_id, Item.status == ItemStatus.ACTIVE.value, ~seen)
     )
-    return pick_item_set_sample([SampledItem(*row) for row in rows.tuples()], n=n, seed=seed)
+    candidates = [SampledItem(*row) for row in rows.tuples()]
+    return pick_item_set_sample(candidates, set_id=set_id, n=n, seed=seed)
 
 
-def pick_item_set_sample(candidates: Sequence[SampledItem], *, n: int, seed: str) -> DrawnSample:
-    """The item-set sample of ``seed`` from ``candidates`` (the set's active members whose
+def pick_item_set_sample(
+    candidates: Sequence[SampledItem], *, set_id: uuid.UUID, n: int, seed: str
+) -> DrawnSample:
+    """The sample of ``seed`` from set ``set_id``'s ``candidates`` (its active members whose
     families the organisation was not served, in any order): one item per family, shuffled,
-    the first ``n``. Pure: the re-derivation of a past sample (``bank.sampling.as_of``)
-    calls it on the state as of the draw."""
+    the first ``n``; its source names the set. Pure: the re-derivation of a past sample
+    (``bank.sampling.as_of``) calls it on the state as of the draw."""
     by_family: dict[uuid.UUID, list[SampledItem]] = defaultdict(list)
     for item in candidates:
         by_family[item.family_id].append(item)
@@ -187,4 +192,5 @@ def pick_item_set_sample(candidates: Sequence[SampledItem], *, n: int, seed: str
     rng.shuffle(picks)
     chosen = picks[:n]
     shortfall = {SHORTFALL_KEY: n - len(chosen)} if len(chosen) < n else {}
-    return DrawnSample(seed=seed, n=n, items=chosen, shortfall=shortfall)
+    source = {"kind": SourceKind.ITEM_SET.value, "item_set_id": str(set_id)}
+    return DrawnSample(seed=seed, n=n, items=chosen, shortfall=shortfall, source=source)

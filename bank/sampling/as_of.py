@@ -230,7 +230,9 @@ async def rederive_sample(session: AsyncSession, sample: Sample) -> Rederived:
             return Rederived(kind, None, "kind item_set: the item set is younger than the draw")
         await bank.load()
         candidates = await _item_set_candidates(bank, item_set.id)
-        drawn = pick_item_set_sample(candidates, n=sample.n_requested, seed=sample.seed)
+        drawn = pick_item_set_sample(
+            candidates, set_id=item_set.id, n=sample.n_requested, seed=sample.seed
+        )
     else:
         return Rederived(kind, None, f"kind {kind}: not re-derivable")
     return Rederived(kind, drawn, history_breaks=tuple(bank.history_breaks))

@@ -84,7 +84,7 @@ class DrawnSample:
     source: dict[str, Any] | None = None
     """What it was drawn from, as committed to (``bank.sampling.commitment``): for
     ``draw_sample`` ``{"kind": "stratified", "disciplines": [...]}`` with the disciplines
-    the plan used; the caller sets it for other draws (anchor set, item set)."""
+    the plan used; ``bank.anchor_set`` and ``bank.item_sets`` set theirs."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -24,7 +24,6 @@ from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.item_sets import draw_item_set_sample, get_item_set
 from bank.locks import lock
 from bank.models import Exposure, Item, SampleItem
-from bank.sampling.commitment import SourceKind
 from bank.sampling.service import DrawnSample, allocate_sample, persist_sample
 from clients.llm.traces import split_reasoning
 from judge.contamination.replay import replay_prompt
@@ -137,7 +136,6 @@ async def create_session(
     drawn_at = utcnow()
     if mode is SessionMode.ANCHOR:
         drawn = await draw_anchor_sample(db, org_id=org_id, n=n)
-        drawn.source = {"kind": SourceKind.ANCHOR.value}
         sample = await persist_sample(db, org_id=org_id, sample=drawn, drawn_at=drawn_at)
     elif item_set is not None:
         drawn = await _draw_from_item_set(db, org_id=org_id, name=item_set, n=n)
@@ -187,9 +185,7 @@ async def _draw_from_item_set(
     record = await get_item_set(db, name)
     if record is None:
         raise NotFound(f"no item set is named {name!r}")
-    drawn = await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
-    drawn.source = {"kind": SourceKind.ITEM_SET.value, "item_set_id": str(record.id)}
-    return drawn
+    return await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
 
 
 async def org_limits(

@@ -229,7 +229,7 @@ def test_status_then_comes_from_the_first_change_after() -> None:
 async def recorded(
     session: AsyncSession, org_id: uuid.UUID, drawn: DrawnSample, source: dict[str, object]
 ) -> Sample:
-    drawn.source = source
+    assert drawn.source == source  # every draw of the bank names its source
     return await persist_sample(session, org_id=org_id, sample=drawn, drawn_at=utcnow())
 
 
