@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from pathlib import Path
 
 from bank import sealing
 from bank.sealing import BankKeyError, Keyring, new_entry, parse_keyring
 from server.config import Settings
+from server.key_files import KeyFileError, read_owner_only
 
 log = logging.getLogger(__name__)
 KEY_FILE = "bank-keys"
@@ -61,17 +61,9 @@ def read_key_file(path: Path, *, source: str = "{path}") -> Keyring:
     (``{path}`` is replaced by the path)."""
     where = source.format(path=path)
     try:
-        mode = path.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise BankKeyError(
-                f"{where}: group or others may access it (mode {stat.S_IMODE(mode):04o}); "
-                f"make it readable by its owner only: chmod 600 {path}"
-            )
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BankKeyError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise BankKeyError(f"{where}: cannot be read ({type(error).__name__})") from None
+        text = read_owner_only(path, where=where)
+    except KeyFileError as error:
+        raise BankKeyError(str(error)) from None
     return parse_keyring(text, source=where, lines=True)
 
 

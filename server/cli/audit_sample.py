@@ -1,6 +1,7 @@
 """``proctor audit sample``: re-derive a session's sample from its seed.
 
-Reads the database of the settings, like the other admin commands, draws the session's
+Reads the database of the settings, like the other admin commands (in one read-only
+snapshot: the server's writers go on meanwhile), draws the session's
 sample again on the bank and exposure state as of its ``drawn_at``
 (``server.sample_audit``) and compares. Exit status 0 when it matches, 1 when it does not
 (the first difference is printed) or cannot be re-derived (the reason is printed), 2 for
@@ -9,10 +10,8 @@ bad input (not a session id, no such session).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,9 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.sampling.rederive import Outcome
 from server.cli.groups import example
 from server.cli.output import fail, stdout
-from server.cli.unit_of_work import run_in_unit_of_work
+from server.cli.unit_of_work import run_read_only
 from server.errors import NotFound
-from server.sample_audit.service import SampleAudit, audit_session_id
+from server.sample_audit.schemas import SampleAuditOut
+from server.sample_audit.service import audit_session_id
 
 BAD_INPUT = 2
 
@@ -44,13 +44,13 @@ def sample_command(
     except ValueError:
         fail(f"not a session id: {session_id!r}", code=BAD_INPUT)
 
-    async def work(session: AsyncSession) -> SampleAudit | None:
+    async def work(session: AsyncSession) -> SampleAuditOut | None:
         try:
             return await audit_session_id(session, wanted)
         except NotFound:
             return None
 
-    report = run_in_unit_of_work(work)
+    report = run_read_only(work)
     if report is None:
         fail(f"no session {wanted}", code=BAD_INPUT)
     _print(report, as_json=as_json)
@@ -58,14 +58,14 @@ def sample_command(
         raise typer.Exit(1)
 
 
-def _print(report: SampleAudit, *, as_json: bool) -> None:
+def _print(report: SampleAuditOut, *, as_json: bool) -> None:
     if as_json:
-        out: dict[str, Any] = {"ok": report.ok, **dataclasses.asdict(report)}
-        stdout.print_json(json.dumps(out, default=str))
+        stdout.print_json(data={"ok": report.ok, **report.model_dump(mode="json")})
         return
+    kind = report.kind.value if report.kind else "unknown kind"
     lines = [
-        f"session {report.session_id} ({report.mode}, {report.state}), sample "
-        f"{report.sample_id} ({report.kind or 'unknown kind'}) drawn at {report.drawn_at}",
+        f"session {report.session_id} ({report.mode.value}, {report.state.value}), sample "
+        f"{report.sample_id} ({kind}) drawn at {report.drawn_at}",
         f"outcome: {report.outcome.value}: {report.n_stored} stored, "
         f"{report.n_rederived} re-derived",
     ]

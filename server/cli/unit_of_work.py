@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from bank.sealing import BankKeyError, current
 from server.bank_keys import install_keyring
 from server.cli.output import fail
 from server.config import Settings, get_settings
-from server.database import create_engine, unit_of_work, upgrade
+from server.database import create_engine, read_only_snapshot, unit_of_work, upgrade
 from server.errors import ProctorError
 
 T = TypeVar("T")
@@ -25,6 +26,20 @@ def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     default (SQLite) migrates itself first. A ``ProctorError`` becomes ``error: ...`` on
     stderr and exit status 1.
     """
+    return _run(work, unit_of_work)
+
+
+def run_read_only(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """``run_in_unit_of_work`` for work that only reads: one ``read_only_snapshot`` (rolled
+    back at the end), which on SQLite takes no write lock, so the server's writers go on
+    while a long check (a chain walk, a re-derivation) runs."""
+    return _run(work, read_only_snapshot)
+
+
+def _run(
+    work: Callable[[AsyncSession], Awaitable[T]],
+    transaction: Callable[[AsyncEngine], AbstractAsyncContextManager[AsyncSession]],
+) -> T:
     settings = get_settings()
     url = settings.effective_database_url
     try:
@@ -37,7 +52,7 @@ def run_in_unit_of_work(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     async def main() -> T:
         engine = create_engine(url)
         try:
-            async with unit_of_work(engine) as session:
+            async with transaction(engine) as session:
                 return await work(session)
         finally:
             await engine.dispose()

@@ -14,9 +14,9 @@ import base64
 import binascii
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from server.config import Settings
 from server.errors import InvalidInput
+from server.key_files import KeyFileError, read_owner_only
 
 KEY_FILE = "audit-signing-key"
 """The generated key's file in the data directory."""
@@ -120,30 +121,36 @@ def new_private_text() -> str:
     return base64.b64encode(raw).decode()
 
 
-def load_signing_key(settings: Settings) -> SigningKey:
-    """The signing key ``settings`` name (see the module docstring)."""
+@overload
+def load_signing_key(settings: Settings, *, generate: Literal[True] = True) -> SigningKey: ...
+
+
+@overload
+def load_signing_key(settings: Settings, *, generate: bool) -> SigningKey | None: ...
+
+
+def load_signing_key(settings: Settings, *, generate: bool = True) -> SigningKey | None:
+    """The signing key ``settings`` name (see the module docstring); ``SigningKeyError`` if
+    the configured one is missing, unreadable or malformed. With ``generate=False`` (a
+    verifier's machine) no key file is created: None when no key is configured and
+    ``<data_dir>/audit-signing-key`` does not exist."""
     secret = settings.audit_signing_key
     if secret is not None and secret.get_secret_value().strip():
         return parse_private(secret.get_secret_value(), source="PROCTOR_AUDIT_SIGNING_KEY")
     path = settings.audit_signing_key_file
     if path is not None and str(path).strip() not in ("", "."):
         return parse_private(_read_private_file(path), source=str(path))
+    generated = settings.data_dir / KEY_FILE
+    if not generate and not generated.exists():
+        return None
     return parse_private(_read_private_file(_generated(settings.data_dir)), source=KEY_FILE)
 
 
 def _read_private_file(path: Path) -> str:
     try:
-        mode = path.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SigningKeyError(
-                f"{path}: group or others may access it (mode {stat.S_IMODE(mode):04o}); "
-                f"chmod 600 {path}"
-            )
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SigningKeyError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise SigningKeyError(f"{path}: cannot be read ({type(error).__name__})") from None
+        return read_owner_only(path)
+    except KeyFileError as error:
+        raise SigningKeyError(str(error)) from None
 
 
 def _generated(data_dir: Path) -> Path:

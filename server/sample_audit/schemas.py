@@ -7,7 +7,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from bank.sampling.commitment import SourceKind
 from bank.sampling.rederive import Outcome
+from server.sessions.modes import SessionMode
+from server.sessions.states import SessionState
 
 
 class SampleDifferenceOut(BaseModel):
@@ -80,10 +83,10 @@ class SampleAuditOut(BaseModel):
 
     session_id: uuid.UUID
     sample_id: uuid.UUID
-    mode: str
-    state: str
-    kind: str | None
-    """The sample's source kind: ``stratified``, ``anchor`` or ``item_set``."""
+    mode: SessionMode
+    state: SessionState
+    kind: SourceKind | None
+    """The sample's source kind (None: not recorded, or unknown)."""
     drawn_at: datetime | None
     outcome: Outcome
     """``match``, ``mismatch`` or ``not_rederivable`` (``reason`` says why)."""
@@ -98,3 +101,8 @@ class SampleAuditOut(BaseModel):
     """Items whose status history since the draw does not chain to their current status
     (their status at the draw is uncertain)."""
     adaptive: SampleAuditAdaptiveOut | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the sample matches (``outcome`` is ``match``)."""
+        return self.outcome is Outcome.MATCH

@@ -16,20 +16,28 @@ it with the stored sample in drawn order. On top of that this module checks the 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Sample
 from bank.sampling.as_of import SampleCheck, check_sample
-from bank.sampling.rederive import Difference, Outcome, StoredItem, missing_delivered
+from bank.sampling.commitment import SourceKind
+from bank.sampling.rederive import Outcome, StoredItem, missing_delivered
 from server.auth.permissions import Principal
 from server.errors import NotFound
+from server.sample_audit.schemas import (
+    SampleAuditAdaptiveOut,
+    SampleAuditOut,
+    SampleDeliveredOut,
+    SampleDifferenceOut,
+    SamplePolicyStepOut,
+    SamplePositionOut,
+)
 from server.sessions.models import AdaptiveDraw, AdaptiveRun, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.service import get_session
+from server.sessions.states import SessionState
 
 ADAPTIVE_ORDER = (
     "An adaptive session delivers the item its policy asks for next, moving it to the next "
@@ -41,85 +49,19 @@ ASSISTED_ORDER = (
     "operating system's randomness at the recorded probability (policy_steps): the delivery "
     "order is recorded, not re-derivable from the seed."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PositionOrder:
-    """Where one item of an adaptive session sits and where the draw put it."""
-
-    position: int
-    drawn_position: int | None
-    item_id: uuid.UUID | None
-    """Shown for delivered positions only."""
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyStep:
-    """How the item at ``position`` of a model-assisted session was drawn."""
-
-    position: int
-    probability: float
-    predicted: float
-    unseen_predicted: float
-    weight: float
-
-
-@dataclass(frozen=True, slots=True)
-class AdaptiveCheck:
-    policy: str
-    same_set: bool
-    explanation: str
-    positions: list[PositionOrder]
-    policy_steps: list[PolicyStep] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveredCheck:
-    n_delivered: int
-    all_in_rederived: bool | None
-    """None when the sample could not be re-derived."""
-    first_missing_position: int | None = None
-    first_missing_item: uuid.UUID | None = None
-    missing_positions: list[int] = field(default_factory=list)
-    """Every delivered position whose item is not in the re-derived sample."""
-
-
-@dataclass(frozen=True, slots=True)
-class SampleAudit:
-    """The report of ``GET /v1/audit/sessions/{id}/sample`` and ``proctor audit sample``."""
-
-    session_id: uuid.UUID
-    sample_id: uuid.UUID
-    mode: str
-    state: str
-    kind: str | None
-    drawn_at: datetime | None
-    outcome: Outcome
-    reason: str | None
-    n_stored: int
-    n_rederived: int
-    first_difference: Difference | None
-    same_set: bool | None
-    shortfall_equal: bool | None
-    delivered: DeliveredCheck
-    history_breaks: list[uuid.UUID]
-    adaptive: AdaptiveCheck | None
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome is Outcome.MATCH
+SOURCE_KINDS = frozenset(kind.value for kind in SourceKind)
 
 
 async def audit_session_sample(
     db: AsyncSession, *, principal: Principal, session_id: uuid.UUID
-) -> SampleAudit:
+) -> SampleAuditOut:
     """The re-derivation report of session ``session_id``'s sample; ``NotFound`` if the
-    principal may not read the session."""
+    principal may not read the session. Only reads: run it in a ``read_only_snapshot``."""
     record = await get_session(db, principal=principal, session_id=session_id)
     return await audit_record(db, record)
 
 
-async def audit_session_id(db: AsyncSession, session_id: uuid.UUID) -> SampleAudit:
+async def audit_session_id(db: AsyncSession, session_id: uuid.UUID) -> SampleAuditOut:
     """The report for session ``session_id`` (no access check: the command line)."""
     record = await db.get(EvalSession, session_id)
     if record is None:
@@ -127,7 +69,7 @@ async def audit_session_id(db: AsyncSession, session_id: uuid.UUID) -> SampleAud
     return await audit_record(db, record)
 
 
-async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAudit:
+async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAuditOut:
     """Re-derive ``record``'s sample and check the session against it."""
     sample = await db.get(Sample, record.sample_id)
     if sample is None:  # pragma: no cover - a foreign key; only a damaged database
@@ -137,20 +79,23 @@ async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAudit:
     adaptive = None
     if record.mode == SessionMode.ADAPTIVE.value:
         adaptive = await _adaptive_check(db, record, check)
-    outcome = _outcome(check, delivered, adaptive)
     comparison = check.comparison
-    return SampleAudit(
+    difference = None if comparison is None else comparison.first_difference
+    kind = check.rederived.kind
+    return SampleAuditOut(
         session_id=record.id,
         sample_id=sample.id,
-        mode=record.mode,
-        state=record.state,
-        kind=check.rederived.kind,
+        mode=SessionMode(record.mode),
+        state=SessionState(record.state),
+        kind=SourceKind(kind) if kind in SOURCE_KINDS else None,
         drawn_at=sample.drawn_at,
-        outcome=outcome,
+        outcome=_outcome(check, delivered, adaptive),
         reason=check.rederived.reason,
         n_stored=len(check.stored),
         n_rederived=len(check.expected),
-        first_difference=None if comparison is None else comparison.first_difference,
+        first_difference=None
+        if difference is None
+        else SampleDifferenceOut.model_validate(difference),
         same_set=None if comparison is None else comparison.same_set,
         shortfall_equal=None if comparison is None else comparison.shortfall_equal,
         delivered=_delivered_check(record, check, delivered),
@@ -160,7 +105,7 @@ async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAudit:
 
 
 def _outcome(
-    check: SampleCheck, delivered: list[StoredItem], adaptive: AdaptiveCheck | None
+    check: SampleCheck, delivered: list[StoredItem], adaptive: SampleAuditAdaptiveOut | None
 ) -> Outcome:
     """Match: the same sample in drawn order (an adaptive session: the same set) with the
     same shortfall, and every delivered item in it."""
@@ -177,20 +122,31 @@ def _outcome(
 
 def _delivered_check(
     record: EvalSession, check: SampleCheck, delivered: list[StoredItem]
-) -> DeliveredCheck:
-    if check.comparison is None:
-        return DeliveredCheck(record.n_delivered, None)
-    missing = missing_delivered(delivered, check.expected)
+) -> SampleDeliveredOut:
+    n_delivered = record.n_delivered
+    missing = None if check.comparison is None else missing_delivered(delivered, check.expected)
     if missing is None:
-        return DeliveredCheck(record.n_delivered, True)
+        all_in = None if check.comparison is None else True
+        return SampleDeliveredOut(
+            n_delivered=n_delivered,
+            all_in_rederived=all_in,
+            first_missing_position=None,
+            first_missing_item=None,
+            missing_positions=[],
+        )
     expected = set(check.expected)
-    positions = sorted(s.position for s in delivered if s.item_id not in expected)
-    return DeliveredCheck(record.n_delivered, False, missing.position, missing.item_id, positions)
+    return SampleDeliveredOut(
+        n_delivered=n_delivered,
+        all_in_rederived=False,
+        first_missing_position=missing.position,
+        first_missing_item=missing.item_id,
+        missing_positions=sorted(s.position for s in delivered if s.item_id not in expected),
+    )
 
 
 async def _adaptive_check(
     db: AsyncSession, record: EvalSession, check: SampleCheck
-) -> AdaptiveCheck:
+) -> SampleAuditAdaptiveOut:
     run = await db.get(AdaptiveRun, record.id)
     policy = run.policy if run is not None else "unknown"
     steps = (
@@ -200,21 +156,18 @@ async def _adaptive_check(
             .order_by(AdaptiveDraw.position)
         )
     ).scalars()
-    policy_steps = [
-        PolicyStep(s.position, s.probability, s.predicted, s.unseen_predicted, s.weight)
-        for s in steps
-    ]
+    policy_steps = [SamplePolicyStepOut.model_validate(step) for step in steps]
     positions = [
-        PositionOrder(
-            s.position,
-            s.drawn_position,
-            s.item_id if s.position < record.n_delivered else None,
+        SamplePositionOut(
+            position=s.position,
+            drawn_position=s.drawn_position,
+            item_id=s.item_id if s.position < record.n_delivered else None,
         )
         for s in check.stored
     ]
     comparison = check.comparison
     explanation = ADAPTIVE_ORDER + (ASSISTED_ORDER if policy_steps else "")
-    return AdaptiveCheck(
+    return SampleAuditAdaptiveOut(
         policy=policy,
         same_set=bool(comparison and comparison.same_set),
         explanation=explanation,

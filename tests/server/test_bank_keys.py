@@ -21,6 +21,8 @@ from server.app import create_app
 from server.bank_keys import KEY_FILE, install_for_command, load_keyring
 from server.config import Settings
 from server.database import upgrade
+from server.ledger.signing import KEY_FILE as SIGNING_KEY_FILE
+from server.ledger.signing import SigningKeyError, load_signing_key, new_private_text
 from tests.support.api import running_api, seed_world, test_settings
 from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.cli import proctor
@@ -64,6 +66,27 @@ def test_a_key_file_others_may_read_is_refused(tmp_path: Path) -> None:
     assert load_keyring(settings).active_id == "k1"
     with pytest.raises(BankKeyError, match="no such file"):
         load_keyring(_settings(bank_key_file=tmp_path / "missing", data_dir=tmp_path))
+
+
+def test_the_audit_signing_key_file_is_checked_alike(tmp_path: Path) -> None:
+    """The audit signing key file is refused on the same terms (one shared check); with
+    ``generate=False`` nothing configured and no generated file means no key, and no file
+    is created."""
+    path = tmp_path / "signing"
+    path.write_text(new_private_text() + "\n")
+    path.chmod(0o604)
+    settings = _settings(audit_signing_key_file=path, data_dir=tmp_path / "data")
+    with pytest.raises(SigningKeyError, match=r"signing: group or others .*mode 0604.*chmod 600"):
+        load_signing_key(settings)
+    path.chmod(0o600)
+    assert load_signing_key(settings, generate=False) is not None
+    empty = _settings(data_dir=tmp_path / "data")
+    assert load_signing_key(empty, generate=False) is None
+    assert not (tmp_path / "data").exists()
+    generated = load_signing_key(empty)
+    assert (tmp_path / "data" / SIGNING_KEY_FILE).exists()
+    again = load_signing_key(empty, generate=False)
+    assert again is not None and again.public.key_id == generated.public.key_id
 
 
 def test_the_file_comes_before_the_environment(tmp_path: Path) -> None:

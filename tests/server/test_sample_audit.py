@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy.exc import DBAPIError
 
 from bank.anchor_set import designate_anchor_set
 from bank.database import utcnow
@@ -36,7 +37,8 @@ from bank.models import (
     Sample,
     SampleItem,
 )
-from server.database import create_engine, unit_of_work
+from server.database import create_engine, read_only_snapshot, unit_of_work
+from server.sample_audit.service import audit_session_id
 from server.sessions.models import EvalSession
 from tests.support.api import World, login
 from tests.support.cli import Run, proctor
@@ -346,3 +348,54 @@ async def test_an_anchor_session_is_re_derived(api: Api, world_db: tuple[str, Wo
     )
     report = await audit(client, world, session_id)
     assert report["outcome"] == "mismatch" and report["first_difference"] is not None
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_writers_go_on_while_a_sample_is_re_derived_on_sqlite(
+    api: Api, world_db: tuple[str, World]
+) -> None:
+    """The re-derivation reads in a ``read_only_snapshot`` (the route and ``proctor audit
+    sample`` alike): on SQLite it takes no write lock, so a session opened through the API
+    while a re-derivation is open is committed at once (it used to wait for the lock), and
+    the snapshot keeps seeing the database as it was."""
+    client, world, _ = api
+    db_url, _ = world_db
+    session_id = await open_session(client, world, 6)
+    engine = create_engine(db_url)
+    try:
+        async with read_only_snapshot(engine) as db:
+            report = await audit_session_id(db, session_id)
+            assert report.ok, report
+            before = await db.scalar(select(func.count()).select_from(EvalSession))
+            opened = await asyncio.wait_for(open_session(client, world, 4), timeout=10)
+
+            async def mark(writer: Any) -> None:  # a write committed on the same engine
+                await writer.execute(
+                    update(EvalSession).where(EvalSession.id == opened).values(n_delivered=0)
+                )
+
+            async with asyncio.timeout(10):
+                async with unit_of_work(engine) as writer:
+                    await mark(writer)
+            assert await db.scalar(select(func.count()).select_from(EvalSession)) == before
+    finally:
+        await engine.dispose()
+    assert (await audit(client, world, opened))["outcome"] == "match"
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_the_snapshot_is_read_only_repeatable_read_on_postgresql(
+    world_db: tuple[str, World],
+) -> None:
+    """On PostgreSQL the re-derivation's snapshot is a read-only, repeatable-read
+    transaction (``postgresql_readonly`` works with the driver): a write in it is refused."""
+    db_url, _ = world_db
+    engine = create_engine(db_url)
+    try:
+        async with read_only_snapshot(engine) as db:
+            assert await db.scalar(text("SHOW transaction_read_only")) == "on"
+            assert await db.scalar(text("SHOW transaction_isolation")) == "repeatable read"
+            with pytest.raises(DBAPIError, match="read-only transaction"):
+                await db.execute(update(EvalSession).values(n_delivered=0))
+    finally:
+        await engine.dispose()

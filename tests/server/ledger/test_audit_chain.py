@@ -426,6 +426,27 @@ async def test_the_command_walks_from_a_saved_checkpoint(written: Written, tmp_p
     without_key = proctor("audit", "verify", "--from", str(saved), env=env)
     assert without_key.returncode == 2
     assert "not signed by a known key" in without_key.stderr
+    by_id = proctor("audit", "verify", "--from", str(first.id), env=env)  # the same: bad input
+    assert by_id.returncode == 2, by_id.stderr
+    assert f"checkpoint {first.id} is not signed by a known key" in by_id.stderr
+
+
+async def test_the_command_never_generates_a_signing_key(written: Written, tmp_path: Path) -> None:
+    """On an auditor's machine (no key configured, none in the data directory) ``verify``
+    trusts the ``--public-key`` files only and creates no key; with none it exits 2 saying
+    to pass one."""
+    env = cli_env(written.db_url, tmp_path)
+    del env["PROCTOR_AUDIT_SIGNING_KEY"]
+    data_dir = Path(env["PROCTOR_DATA_DIR"])
+    public = tmp_path / "audit.pub"
+    public.write_text(KEY.public.raw_b64)
+    pinned = proctor("audit", "verify", "--log", "audit", "--public-key", str(public), env=env)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    assert not (data_dir / "audit-signing-key").exists()
+    keyless = proctor("audit", "verify", "--log", "audit", env=env)
+    assert keyless.returncode == 2, keyless.stdout + keyless.stderr
+    assert "no trusted public key: pass --public-key" in keyless.stderr
+    assert not (data_dir / "audit-signing-key").exists()
 
 
 async def test_the_command_refuses_bad_input(written: Written, tmp_path: Path) -> None:
