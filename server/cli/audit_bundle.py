@@ -25,7 +25,7 @@ from server.bundles.check import BundleCheck, check_bundle, load_public_key
 from server.bundles.service import session_bundle
 from server.cli.groups import example
 from server.cli.output import fail, stderr, stdout
-from server.cli.unit_of_work import run_in_unit_of_work
+from server.cli.unit_of_work import run_read_only
 from server.config import get_settings
 from server.errors import InvalidInput
 from server.ledger.signing import PublicKey, SigningKey, SigningKeyError, load_signing_key
@@ -68,7 +68,7 @@ def _export(session_id: uuid.UUID, key: SigningKey, out: IO[bytes]) -> None:
         async for line in session_bundle(db, session_id, key=key, now=datetime.now(UTC)):
             out.write(line)
 
-    run_in_unit_of_work(work)
+    run_read_only(work)
 
 
 def check_command(
