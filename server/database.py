@@ -11,7 +11,9 @@ could (it owns ``audit_log``, is a superuser, or holds more than INSERT and SELE
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -60,13 +62,31 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        kwargs.setdefault("connect_args", {"timeout": 30})
+        kwargs.setdefault("connect_args", {"timeout": 30, "factory": RollbackOnClose})
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         event.listen(engine.sync_engine, "begin", _sqlite_begin)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
+
+
+class RollbackOnClose(sqlite3.Connection):
+    """A SQLite connection that rolls its transaction back before it closes.
+
+    ``close`` alone does not end a transaction while a statement of it is still being
+    stepped: SQLite then keeps the connection as a "zombie", with its transaction and the
+    database's write lock, until the statement's cursor is garbage-collected. That is what
+    a cancelled query leaves behind (a task cancelled at shutdown, an ``asyncio.timeout``):
+    SQLAlchemy closes the connection while the aiosqlite cursor, half read, lives on in the
+    traceback, and every later writer waited for the lock, then failed with "database is
+    locked". A ``ROLLBACK`` ends the transaction even with statements pending."""
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):  # e.g. closed already: nothing to end
+            if self.in_transaction:
+                self.rollback()
+        super().close()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -4,9 +4,11 @@ line; sealed reference answers never exported; the seed opened only once scored.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -16,7 +18,10 @@ from sqlalchemy import select
 from bank.models import Item
 from server.bundles import format as fmt
 from server.bundles.check import check_bundle_bytes
+from server.bundles.service import session_bundle
+from server.database import create_engine, read_only_snapshot
 from server.ledger.signing import PublicKey, new_private_text, parse_private
+from server.sessions.models import Answer
 from tests.support.api import World, login, open_session, running_api, test_settings
 from tests.support.cli import proctor
 from tests.support.database import database_session
@@ -272,3 +277,41 @@ async def test_only_auditors_and_admins_read_bundles(world_db: tuple[str, World]
         got = await client.get(missing, headers=await login(client, world.a.keys["auditor"]))
         assert got.status_code == 404
         assert got.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_writers_go_on_while_a_bundle_is_read_on_sqlite(
+    world_db: tuple[str, World],
+) -> None:
+    """The bundle is read in a ``read_only_snapshot``, as the route reads it: on SQLite
+    that takes no write lock, so an answer submitted through the API while a bundle is
+    half read is stored at once (it used to wait for the whole download), and the bundle
+    still shows the one snapshot it started from."""
+    db_url, world = world_db
+    assert world.a.model_id is not None
+    key = parse_private(SIGNING_KEY, source="test")
+    engine = create_engine(db_url)
+    async with running_api(test_settings(db_url, audit_signing_key=SIGNING_KEY)) as (_, client):
+        evaluator = await login(client, world.a.keys["evaluator"])
+        sid = uuid.UUID((await open_session(client, evaluator, world.a.model_id, n_items=4))["id"])
+        vendor = await login(client, world.a.keys["vendor"], sid)
+
+        def wrong(item: Item, _: int) -> str:
+            return answer_for(item, False)
+
+        await answer_items(client, db_url, sid, vendor, wrong, limit=1)
+        try:
+            async with read_only_snapshot(engine) as db:
+                lines = session_bundle(db, sid, key=key, now=datetime.now(UTC))
+                read = [await anext(lines), await anext(lines)]  # the header and an item
+                answered = answer_items(client, db_url, sid, vendor, wrong, limit=1)
+                await asyncio.wait_for(answered, timeout=10)  # a write, committed meanwhile
+                read += [line async for line in lines]
+        finally:
+            await engine.dispose()
+    result = check_bundle_bytes(b"".join(read), public_key=PUBLIC)
+    assert result.ok, [str(p) for p in result.problems]
+    assert result.counts["answer"] == 1  # the snapshot the read started from
+    async with database_session(db_url) as db:
+        stored = await db.execute(select(Answer.position).where(Answer.session_id == sid))
+        assert sorted(stored.scalars()) == [0, 1]
