@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.bulk import column_in, in_chunks
 from bank.database import utcnow
+from bank.locks import lock_org_sampling
 from bank.models import Exposure, ExposureRelease, Item, OrgStratumExclusion
 from bank.upsert import insert_ignore, insert_or_add
 
@@ -94,8 +95,11 @@ async def release_undelivered(
 
     The released rows are first copied into ``exposure_releases`` with the instant of
     their release (same transaction, one ``INSERT ... SELECT``), so the organisation's
-    exposure at any past instant can be rebuilt (``bank.sampling.as_of``). Returns how
-    many families were released."""
+    exposure at any past instant can be rebuilt (``bank.sampling.as_of``). Holds the
+    organisation's sampling lock (``bank.locks.lock_org_sampling``), taken before the
+    release's instant, so no draw runs between the two. Returns how many families were
+    released."""
+    await lock_org_sampling(session, org_id)
     undelivered = (
         Exposure.org_id == org_id,
         Exposure.session_id == session_id,

@@ -8,6 +8,7 @@ COMMIT or ROLLBACK. SQLite: nothing to do, because every transaction already beg
 from __future__ import annotations
 
 import hashlib
+import uuid
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,3 +28,11 @@ async def lock(session: AsyncSession, name: str) -> None:
         await connection.execute(
             text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(name)}
         )
+
+
+async def lock_org_sampling(session: AsyncSession, org_id: uuid.UUID) -> None:
+    """Take organisation ``org_id``'s sampling lock until the transaction ends: held by
+    every draw for the organisation and by every release of its exposures, so a release
+    happens wholly before a draw's reads or wholly after its commit (a re-derivation,
+    ordering them by time, then sees what the draw saw)."""
+    await lock(session, f"bank:sample:{org_id}")

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
 from bank.database import utcnow
-from bank.locks import lock
+from bank.locks import lock_org_sampling
 from bank.models import (
     SLOT_RANK_BITS,
     Discipline,
@@ -398,7 +398,7 @@ async def allocate_sample(
     """Draw and record a sample for ``org_id``, holding the organisation's sampling lock so
     two samples for one organisation are drawn one after the other, never from the same
     snapshot. The sample's ``drawn_at`` is the instant right after the lock was taken."""
-    await lock(session, f"bank:sample:{org_id}")
+    await lock_org_sampling(session, org_id)
     drawn_at = utcnow()
     drawn = await draw_sample(session, org_id=org_id, n=n, seed=seed, disciplines=disciplines)
     record = await persist_sample(session, org_id=org_id, sample=drawn, drawn_at=drawn_at)

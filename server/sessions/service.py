@@ -22,7 +22,7 @@ from bank.database import utcnow
 from bank.disciplines import sampled_disciplines
 from bank.exposure import mark_delivered, record_exposure, release_undelivered
 from bank.item_sets import draw_item_set_sample, get_item_set
-from bank.locks import lock
+from bank.locks import lock_org_sampling
 from bank.models import Exposure, Item, SampleItem
 from bank.sampling.service import DrawnSample, allocate_sample, persist_sample
 from clients.llm.traces import split_reasoning
@@ -128,7 +128,7 @@ async def create_session(
     org_id = model.org_id
     # One organisation's sessions are created one at a time, so the quota checks and the
     # sample (which must avoid families other open sessions hold) see a settled state.
-    await lock(db, f"bank:sample:{org_id}")
+    await lock_org_sampling(db, org_id)
     await expire_overdue(db, now=now, org_id=org_id)
     await _check_org_quotas(db, org_id=org_id, limits=limits, now=now)
     # The sample's drawn_at: under the lock, after this transaction's own expiries gave
@@ -693,7 +693,9 @@ async def expire_overdue(
     if org_id is not None:
         statement = statement.where(EvalSession.org_id == org_id)
     overdue = (await db.execute(statement)).scalars().all()
-    for record in overdue:
+    # By organisation: each release takes its organisation's sampling lock, and two
+    # sweeps taking them in one order cannot deadlock.
+    for record in sorted(overdue, key=lambda r: str(r.org_id)):
         await end_session(db, record=record, target=SessionState.EXPIRED, now=now)
     return len(overdue)
 

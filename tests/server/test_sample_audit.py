@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from bank.anchor_set import designate_anchor_set
 from bank.database import utcnow
 from bank.item_status import change_status
+from bank.locks import lock_org_sampling
 from bank.models import (
     Discipline,
     Exposure,
@@ -399,3 +400,38 @@ async def test_the_snapshot_is_read_only_repeatable_read_on_postgresql(
                 await db.execute(update(EvalSession).values(n_delivered=0))
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_release_waits_for_an_in_flight_draw_of_its_organisation(
+    api: Api, world_db: tuple[str, World]
+) -> None:
+    """Releases take the organisation's sampling lock, as draws do: an abort that gives
+    families back while a draw for the same organisation holds the lock waits for that
+    draw's commit, so the release is timed after it and a re-derivation of the draw, which
+    orders events by time, sees the exposure the draw saw. (On SQLite every write
+    transaction already holds the database's write lock.)"""
+    client, world, _ = api
+    db_url, _ = world_db
+    holding = await open_session(client, world, 20)
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:  # a draw for organisation B, in flight
+            await lock_org_sampling(db, world.b.id)
+            aborting = asyncio.create_task(abort(client, world, holding))
+            await asyncio.sleep(0.5)
+            assert not aborting.done(), "the release did not wait for the draw"
+            draw_commits_after = utcnow()
+        await asyncio.wait_for(aborting, timeout=10)
+    finally:
+        await engine.dispose()
+
+    async def first_release(db: Any) -> Any:
+        return await db.scalar(
+            select(func.min(ExposureRelease.released_at)).where(
+                ExposureRelease.session_id == holding
+            )
+        )
+
+    released_at = await in_db(db_url, first_release)
+    assert released_at is not None and released_at > draw_commits_after
