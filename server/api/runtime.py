@@ -28,7 +28,7 @@ from server.auth.tokens import (
 from server.bank_keys import install_keyring
 from server.config import Settings
 from server.database import create_engine, session_factory
-from server.ledger.signing import load_signing_key
+from server.ledger.signing import load_signing_key, shared_key_warning
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.wakeup import NoWaker, Waker
@@ -148,6 +148,8 @@ def build_runtime(settings: Settings) -> Runtime:
         else None
     )
     counters = RedisCounters(redis) if redis is not None else MemoryCounters()
+    if (warning := shared_key_warning(settings)) is not None:
+        log.warning(warning)
     return Runtime(
         settings=settings,
         engine=engine,

@@ -134,16 +134,40 @@ def load_signing_key(settings: Settings, *, generate: bool = True) -> SigningKey
     the configured one is missing, unreadable or malformed. With ``generate=False`` (a
     verifier's machine) no key file is created: None when no key is configured and
     ``<data_dir>/audit-signing-key`` does not exist."""
-    secret = settings.audit_signing_key
-    if secret is not None and secret.get_secret_value().strip():
-        return parse_private(secret.get_secret_value(), source="PROCTOR_AUDIT_SIGNING_KEY")
-    path = settings.audit_signing_key_file
-    if path is not None and str(path).strip() not in ("", "."):
+    if (secret := _configured_secret(settings)) is not None:
+        return parse_private(secret, source="PROCTOR_AUDIT_SIGNING_KEY")
+    if (path := _configured_file(settings)) is not None:
         return parse_private(_read_private_file(path), source=str(path))
     generated = settings.data_dir / KEY_FILE
     if not generate and not generated.exists():
         return None
     return parse_private(_read_private_file(_generated(settings.data_dir)), source=KEY_FILE)
+
+
+def shared_key_warning(settings: Settings) -> str | None:
+    """A warning when the server would sign with a key generated in its data directory
+    on a database server (not the embedded SQLite file), where replicas and workers on
+    other hosts would each generate their own (verifiers then trust only one of them);
+    None otherwise."""
+    if _configured_secret(settings) or _configured_file(settings) or settings.is_embedded:
+        return None
+    return (
+        f"audit: checkpoints are signed with the key generated in {settings.data_dir / KEY_FILE};"
+        " with replicas or workers on other hosts, give them all one key "
+        "(PROCTOR_AUDIT_SIGNING_KEY or PROCTOR_AUDIT_SIGNING_KEY_FILE)"
+    )
+
+
+def _configured_secret(settings: Settings) -> str | None:
+    secret = settings.audit_signing_key
+    if secret is not None and secret.get_secret_value().strip():
+        return secret.get_secret_value()
+    return None
+
+
+def _configured_file(settings: Settings) -> Path | None:
+    path = settings.audit_signing_key_file
+    return path if path is not None and str(path).strip() not in ("", ".") else None
 
 
 def _read_private_file(path: Path) -> str:
