@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 
-import pytest
 from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.anchor_set import designate_anchor_set, draw_anchor_sample
 from bank.database import utcnow
@@ -38,34 +36,10 @@ from bank.sampling.rederive import (
     status_at,
 )
 from bank.sampling.service import DrawnSample, draw_from, draw_sample, persist_sample
-from server.database import create_engine, unit_of_work
-from tests.support.database import make_database_url, rolled_back_session
+from tests.support.database import module_bank
 from tests.support.factories import make_bank, make_org
 
-
-@pytest.fixture(scope="module")
-async def bank_engine(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[AsyncEngine]:
-    url = await make_database_url(backend, request, Path(tmp_path_factory.mktemp("rederive")))
-    engine = create_engine(url)
-    async with unit_of_work(engine) as session:
-        await make_bank(
-            session,
-            disciplines=3,
-            qtypes=["multiple_choice", "short_answer"],
-            subdisciplines=2,
-            per_cell=12,
-            augment=True,
-        )
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def session(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    async with rolled_back_session(bank_engine) as s:
-        yield s
+bank_engine, session = module_bank(disciplines=3, subdisciplines=2, per_cell=12)
 
 
 async def as_of_draw(

@@ -9,47 +9,21 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import upsert
 from bank.exposure import record_exposure
 from bank.models import Exposure, Item, OrgStratumExclusion, Sample, SampleItem, Stratum
 from bank.sampling.service import DrawnSample, draw_sample, persist_sample
-from server.database import create_engine, unit_of_work
-from tests.support.database import make_database_url, rolled_back_session
-from tests.support.factories import make_bank, make_org
+from tests.support.database import module_bank
+from tests.support.factories import make_org
 
-
-@pytest.fixture(scope="module")
-async def bank_engine(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[AsyncEngine]:
-    url = await make_database_url(backend, request, Path(tmp_path_factory.mktemp("bank")))
-    engine = create_engine(url)
-    async with unit_of_work(engine) as session:
-        await make_bank(
-            session,
-            disciplines=10,
-            qtypes=["multiple_choice", "short_answer"],
-            subdisciplines=2,
-            per_cell=60,
-            augment=True,
-        )
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def session(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    async with rolled_back_session(bank_engine) as s:
-        yield s
+bank_engine, session = module_bank(disciplines=10, subdisciplines=2, per_cell=60)
 
 
 async def _bank_counts(session: AsyncSession) -> dict[tuple[str, str, str], int]:

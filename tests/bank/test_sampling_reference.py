@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.disciplines import sampled_disciplines
 from bank.exposure import record_exposure
@@ -26,34 +23,10 @@ from bank.sampling.draw import select as select_items
 from bank.sampling.plan import StratumSupply, plan_quotas
 from bank.sampling.service import draw_sample
 from bank.strata import StratumKey
-from server.database import create_engine, unit_of_work
-from tests.support.database import make_database_url, rolled_back_session
-from tests.support.factories import make_bank, make_org
+from tests.support.database import module_bank
+from tests.support.factories import make_org
 
-
-@pytest.fixture(scope="module")
-async def bank_engine(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[AsyncEngine]:
-    url = await make_database_url(backend, request, Path(tmp_path_factory.mktemp("bank")))
-    engine = create_engine(url)
-    async with unit_of_work(engine) as session:
-        await make_bank(
-            session,
-            disciplines=4,
-            qtypes=["multiple_choice", "short_answer"],
-            subdisciplines=3,
-            per_cell=25,
-            augment=True,
-        )
-    yield engine
-    await engine.dispose()
-
-
-@pytest.fixture
-async def session(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
-    async with rolled_back_session(bank_engine) as s:
-        yield s
+bank_engine, session = module_bank(disciplines=4, subdisciplines=3, per_cell=25)
 
 
 async def reference_sample(

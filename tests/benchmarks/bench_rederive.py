@@ -12,7 +12,6 @@ drawing again, comparing), asserting that it matches.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import time
@@ -29,17 +28,15 @@ from bank.models import Item, ItemStatus, Sample
 from bank.sampling import service
 from bank.sampling.as_of import check_sample
 from bank.sampling.rederive import Outcome
-from server.database import create_engine, unit_of_work, upgrade
+from server.database import create_engine, unit_of_work
 from tests.benchmarks.bench_sampling import (
-    DURABLE,
     SAMPLE,
     build_bank,
     expose_share,
     percentile,
+    run_on_durable_postgres,
     summary,
 )
-from tests.support.bank_keys import install_test_keyring
-from tests.support.services import postgres_server
 
 
 async def main_async(url: str, args: argparse.Namespace) -> None:
@@ -97,13 +94,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--changes", type=int, default=20_000)
-    args = parser.parse_args()
-    install_test_keyring()
-    with postgres_server(settings=DURABLE) as server:
-        server.create_database("bench")
-        url = server.url("bench")
-        upgrade(url)
-        asyncio.run(main_async(url, args))
+    run_on_durable_postgres(main_async, parser.parse_args())
 
 
 if __name__ == "__main__":

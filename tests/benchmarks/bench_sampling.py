@@ -30,8 +30,10 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
@@ -248,13 +250,21 @@ def main() -> None:
     parser.add_argument("--baseline-repeats", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--previous", type=Path, help="another service.py to time as well")
-    args = parser.parse_args()
+    run_on_durable_postgres(main_async, parser.parse_args())
+
+
+def run_on_durable_postgres(
+    work: Callable[[str, argparse.Namespace], Coroutine[Any, Any, None]],
+    args: argparse.Namespace,
+) -> None:
+    """Run ``work(url, args)`` on a new, migrated database of a throwaway durable
+    PostgreSQL server (``DURABLE``), with the test bank keys installed."""
     install_test_keyring()
     with postgres_server(settings=DURABLE) as server:
         server.create_database("bench")
         url = server.url("bench")
         upgrade(url)
-        asyncio.run(main_async(url, args))
+        asyncio.run(work(url, args))
 
 
 if __name__ == "__main__":

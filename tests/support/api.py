@@ -221,7 +221,8 @@ class LiveServer:
 
 @contextmanager
 def live_server(settings_env: dict[str, str], workdir: Path) -> Iterator[LiveServer]:
-    """``proctor serve`` on a free port with ``PROCTOR_*`` variables ``settings_env``."""
+    """``proctor serve`` on a free port with ``PROCTOR_*`` variables ``settings_env``; the
+    tail of its log is printed if the block fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     env.update(settings_env)
     env.setdefault("PROCTOR_BANK_KEYS", TEST_BANK_KEYS)
@@ -229,5 +230,8 @@ def live_server(settings_env: dict[str, str], workdir: Path) -> Iterator[LiveSer
     server.start()
     try:
         yield server
+    except BaseException:
+        print(f"--- {server.log} (tail) ---\n{server.log.read_text()[-4000:]}")
+        raise
     finally:
         server.stop()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 
 from sqlalchemy import func, select
 
+from bank.database import utcnow
 from server.audit.models import AuditEntry
 from tests.support.database import database_session
 
@@ -39,3 +41,19 @@ async def wait_for_empty_spool(spool: Path) -> float:
         assert time.monotonic() - t0 < SPOOL_REPLAY_TIMEOUT_S, "the spool was not replayed"
         await asyncio.sleep(0.1)
     return time.monotonic() - t0
+
+
+def request_row(n: int) -> dict[str, object]:
+    """The audit row of a ``GET /v1/whoami`` by subject ``s-<n>``, as a request hands it
+    to ``AuditWriter.write``."""
+    return {
+        "at": utcnow(),
+        "subject": f"s-{n}",
+        "org_id": uuid.uuid4(),
+        "session_id": None,
+        "method": "GET",
+        "route": "/v1/whoami",
+        "status": 200,
+        "client": "203.0.113.7",
+        "repeats": 1,
+    }

@@ -153,3 +153,60 @@ async def fetch_all(db_url: str, statement: Executable) -> list[Row[Any]]:
             return list((await connection.execute(statement)).all())
     finally:
         await engine.dispose()
+
+
+@asynccontextmanager
+async def engine_with_bank(
+    backend: str,
+    request: pytest.FixtureRequest,
+    directory: Path,
+    *,
+    disciplines: int,
+    subdisciplines: int,
+    per_cell: int,
+) -> AsyncIterator[AsyncEngine]:
+    """An engine on a new migrated database on ``backend`` holding a synthetic bank
+    (``tests.support.factories.make_bank``, both question types, augmented), disposed
+    afterwards: the shared bank of a module's rolled-back sessions."""
+    from tests.support.factories import make_bank
+
+    engine = create_engine(await make_database_url(backend, request, directory))
+    try:
+        async with unit_of_work(engine) as session:
+            await make_bank(
+                session,
+                disciplines=disciplines,
+                qtypes=["multiple_choice", "short_answer"],
+                subdisciplines=subdisciplines,
+                per_cell=per_cell,
+                augment=True,
+            )
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def module_bank(
+    *, disciplines: int, subdisciplines: int, per_cell: int
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The fixtures ``bank_engine`` (module-scoped: ``engine_with_bank`` on each backend)
+    and ``session`` (a rolled-back session on it) of a module whose tests share one bank::
+
+        bank_engine, session = module_bank(disciplines=4, subdisciplines=3, per_cell=25)
+    """
+
+    @pytest.fixture(scope="module", name="bank_engine")
+    async def bank_engine_fixture(
+        backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> AsyncIterator[AsyncEngine]:
+        directory = Path(tmp_path_factory.mktemp("bank"))
+        bank = {"disciplines": disciplines, "subdisciplines": subdisciplines, "per_cell": per_cell}
+        async with engine_with_bank(backend, request, directory, **bank) as engine:
+            yield engine
+
+    @pytest.fixture(name="session")
+    async def session_fixture(bank_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+        async with rolled_back_session(bank_engine) as session:
+            yield session
+
+    return bank_engine_fixture, session_fixture

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from server.database import upgrade
 from server.ledger.signing import new_private_text, parse_private
 from server.ledger.verify import AUDIT, LogReport, verify_log
 from tests.support import services
-from tests.support.api import JWT_SECRET, LiveServer, live_server, login, seed_world
+from tests.support.api import JWT_SECRET, live_server, login, seed_world
 from tests.support.audit import spool_files, wait_for_empty_spool
 from tests.support.database import database_session, fetch_all
 
@@ -51,16 +49,6 @@ def serve_env(db_url: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
-
-
-@contextmanager
-def serving(env: dict[str, str], workdir: Path) -> Iterator[LiveServer]:
-    with live_server(env, workdir) as server:
-        try:
-            yield server
-        except BaseException:
-            print(f"--- {server.log} (tail) ---\n{server.log.read_text()[-4000:]}")
-            raise
 
 
 @dataclass
@@ -103,7 +91,7 @@ async def test_kill_9_mid_storm_leaves_verifiable_chains(fresh_db_url: str, tmp_
     world = await seed_world(db_url)
     env = serve_env(db_url, PROCTOR_AUDIT_SPOOL_DIR=str(tmp_path / "spool"))
     storm = Storm()
-    with serving(env, tmp_path) as server:
+    with live_server(env, tmp_path) as server:
         limits = httpx.Limits(max_connections=N_CLIENTS + 5)
         async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT, limits=limits) as client:
             headers = await login(client, world.a.keys["auditor"])
@@ -139,7 +127,7 @@ async def test_postgres_stop_mid_storm_spooled_rows_are_chained_on_replay(
         spool = tmp_path / "audit-spool"
         env = serve_env(db_url, PROCTOR_AUDIT_SPOOL_DIR=str(spool))
         storm = Storm()
-        with serving(env, tmp_path) as server:
+        with live_server(env, tmp_path) as server:
             limits = httpx.Limits(max_connections=N_CLIENTS + 5)
             async with httpx.AsyncClient(
                 base_url=server.url, timeout=TIMEOUT, limits=limits

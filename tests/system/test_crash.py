@@ -24,8 +24,6 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,6 @@ from server.sessions.models import Answer, EvalSession
 from tests.support import services
 from tests.support.api import (
     JWT_SECRET,
-    LiveServer,
     World,
     live_server,
     login,
@@ -75,17 +72,6 @@ def serve_env(db_url: str, redis_url: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
-
-
-@contextmanager
-def serving(env: dict[str, str], workdir: Path) -> Iterator[LiveServer]:
-    """``live_server``, printing the server log tail if the test fails."""
-    with live_server(env, workdir) as server:
-        try:
-            yield server
-        except BaseException:
-            print(f"--- {server.log} (tail) ---\n{server.log.read_text()[-4000:]}")
-            raise
 
 
 async def answer(
@@ -184,7 +170,7 @@ async def test_kill_9_keeps_the_pending_item_and_every_answer(
     world = await seed_world(db_url)
     key = world.a.keys["evaluator"]
     env = serve_env(db_url, redis_server.url, PROCTOR_LEASE_IDLE_S="1")
-    with serving(env, tmp_path) as server:
+    with live_server(env, tmp_path) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as client:
             headers = await login(client, key)
             session = await open_session(client, headers, model_id(world), n_items=20)
@@ -367,7 +353,7 @@ async def test_postgres_immediate_stop_during_a_storm_loses_no_acknowledged_answ
         spool = tmp_path / "audit-spool"
         env = serve_env(db_url, redis_server.url, PROCTOR_AUDIT_SPOOL_DIR=str(spool))
         limits = httpx.Limits(max_connections=N_CLIENTS + 5)
-        with serving(env, tmp_path) as server:
+        with live_server(env, tmp_path) as server:
             async with httpx.AsyncClient(
                 base_url=server.url, timeout=TIMEOUT, limits=limits
             ) as client:
@@ -494,7 +480,7 @@ async def test_redis_restart_mid_session_loses_nothing_and_keeps_the_lease(
         env = serve_env(db_url, redis_info.url, PROCTOR_LEASE_IDLE_S="30")
         probe = Redis.from_url(redis_info.url)
         try:
-            with serving(env, tmp_path) as server:
+            with live_server(env, tmp_path) as server:
                 async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as client:
                     headers = await login(client, key)
                     session = await open_session(client, headers, model_id(world), n_items=20)

@@ -3,36 +3,21 @@ never signs a head the database does not hold."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
 
-from bank.database import utcnow
 from server.audit.models import AuditEntry
 from server.audit.writer import AuditWriter
 from server.database import create_engine
 from server.ledger.models import ChainCheckpoint
 from server.ledger.signing import new_private_text, parse_private
 from server.ledger.verify import AUDIT, verify_log
+from tests.support.audit import request_row
 from tests.support.database import database_session
 
 KEY = parse_private(new_private_text(), source="test")
-
-
-def request_row(n: int) -> dict[str, object]:
-    return {
-        "at": utcnow(),
-        "subject": f"s-{n}",
-        "org_id": uuid.uuid4(),
-        "session_id": None,
-        "method": "GET",
-        "route": "/v1/whoami",
-        "status": 200,
-        "client": "203.0.113.7",
-        "repeats": 1,
-    }
 
 
 async def delete_row(db_url: str, row_id: int) -> None:

@@ -9,7 +9,6 @@ documented limit) and frees ids between chain A's rows for insertions.
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from server.ledger.models import ChainCheckpoint
 from server.ledger.signing import PublicKey, SigningKey, new_private_text, parse_private
 from server.ledger.verify import AUDIT, Failure, LogReport, Reason, verify_log
 from tests.support.api import login, running_api, seed_world, test_settings
+from tests.support.audit import request_row
 from tests.support.cli import proctor
 from tests.support.database import database_session
 
@@ -42,22 +42,6 @@ class Written:
     chains: dict[str, str]
     """``A``, ``B``, ``C`` to the chain names."""
     ids: dict[str, list[int]]
-
-
-def request_row(n: int) -> dict[str, object]:
-    from bank.database import utcnow
-
-    return {
-        "at": utcnow(),
-        "subject": f"s-{n}",
-        "org_id": uuid.uuid4(),
-        "session_id": None,
-        "method": "GET",
-        "route": "/v1/whoami",
-        "status": 200,
-        "client": "203.0.113.7",
-        "repeats": 1,
-    }
 
 
 async def write_round_robin(db_url: str, tmp_path: Path) -> Written:
