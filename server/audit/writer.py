@@ -43,6 +43,7 @@ from enum import Enum
 from pathlib import Path
 
 from sqlalchemy import func, insert, select, text
+from sqlalchemy.engine import Row as ResultRow
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -252,7 +253,19 @@ class AuditWriter:
 
     async def _read_head(self, connection: AsyncConnection) -> ChainHead:
         """This chain's head as stored: its last row by id, and its number of rows."""
-        last = (
+        last = await self._last_row(connection)
+        if last is None or last.row_hash is None:
+            return ChainHead(self.chain, 0, None, genesis(LOG, self.chain))
+        count = await connection.scalar(
+            select(func.count()).select_from(AuditEntry).where(AuditEntry.chain == self.chain)
+        )
+        return ChainHead(self.chain, int(count or 0), last.id, last.row_hash)
+
+    async def _last_row(
+        self, connection: AsyncConnection
+    ) -> ResultRow[tuple[int, str | None]] | None:
+        """The id and hash of this chain's last stored row (None if it has none)."""
+        return (
             await connection.execute(
                 select(AuditEntry.id, AuditEntry.row_hash)
                 .where(AuditEntry.chain == self.chain)
@@ -260,12 +273,6 @@ class AuditWriter:
                 .limit(1)
             )
         ).first()
-        if last is None or last.row_hash is None:
-            return ChainHead(self.chain, 0, None, genesis(LOG, self.chain))
-        count = await connection.scalar(
-            select(func.count()).select_from(AuditEntry).where(AuditEntry.chain == self.chain)
-        )
-        return ChainHead(self.chain, int(count or 0), last.id, last.row_hash)
 
     async def checkpoint(self) -> None:
         """Sign a checkpoint of the chain's head now, if rows were written since the last
@@ -309,14 +316,7 @@ class AuditWriter:
         if self._head is None:
             head = await self._read_head(connection)
             return head if head.last_row_id is not None else None
-        last = (
-            await connection.execute(
-                select(AuditEntry.id, AuditEntry.row_hash)
-                .where(AuditEntry.chain == self.chain)
-                .order_by(AuditEntry.id.desc())
-                .limit(1)
-            )
-        ).first()
+        last = await self._last_row(connection)
         if last is None and self._head.n_rows == 0:
             return None
         if last is None or last.row_hash != self._head.head_hash:

@@ -3,6 +3,7 @@ never signs a head the database does not hold."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,29 @@ async def test_no_checkpoint_over_a_head_the_database_lost(
     async with database_session(fresh_db_url) as db:
         report = await verify_log(db, AUDIT, {KEY.public.key_id: KEY.public})
     assert report.ok, report.failures
+
+
+async def test_checkpoints_follow_the_row_and_time_cadence(
+    fresh_db_url: str, tmp_path: Path
+) -> None:
+    """A writer signs after ``checkpoint_rows`` rows, or at its first write once
+    ``checkpoint_s`` seconds have passed since the last checkpoint, and not otherwise."""
+    engine = create_engine(fresh_db_url)
+    by_rows = AuditWriter(engine, tmp_path / "spool", signing_key=KEY, checkpoint_rows=3)
+    try:
+        for n in range(7):
+            await by_rows.write(request_row(n))
+        by_time = AuditWriter(
+            engine, tmp_path / "spool", signing_key=KEY, checkpoint_rows=1000, checkpoint_s=1.0
+        )
+        await by_time.write(request_row(0))
+        await by_time.write(request_row(1))
+        assert await checkpoints(fresh_db_url, by_time.chain) == []  # neither due yet
+        await asyncio.sleep(1.1)
+        await by_time.write(request_row(2))
+    finally:
+        await engine.dispose()
+    rows_ids = await chain_ids(fresh_db_url, by_rows.chain)
+    assert await checkpoints(fresh_db_url, by_rows.chain) == [(rows_ids[2], 3), (rows_ids[5], 6)]
+    time_ids = await chain_ids(fresh_db_url, by_time.chain)
+    assert await checkpoints(fresh_db_url, by_time.chain) == [(time_ids[2], 3)]
