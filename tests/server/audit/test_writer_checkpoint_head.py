@@ -53,6 +53,12 @@ async def checkpoints(db_url: str, chain: str) -> list[tuple[int, int]]:
         return [(last, n) for last, n in rows.tuples()]
 
 
+async def assert_log_verifies(db_url: str) -> None:
+    async with database_session(db_url) as db:
+        report = await verify_log(db, AUDIT, {KEY.public.key_id: KEY.public})
+    assert report.ok, report.failures
+
+
 async def test_a_checkpoint_names_the_chains_own_last_row(
     fresh_db_url: str, tmp_path: Path
 ) -> None:
@@ -68,9 +74,7 @@ async def test_a_checkpoint_names_the_chains_own_last_row(
         await engine.dispose()
     ids = await chain_ids(fresh_db_url, mine.chain)
     assert await checkpoints(fresh_db_url, mine.chain) == [(ids[-1], 3)]
-    async with database_session(fresh_db_url) as db:
-        report = await verify_log(db, AUDIT, {KEY.public.key_id: KEY.public})
-    assert report.ok, report.failures
+    await assert_log_verifies(fresh_db_url)
 
 
 async def test_no_checkpoint_over_a_head_the_database_lost(
@@ -94,9 +98,7 @@ async def test_no_checkpoint_over_a_head_the_database_lost(
     ids = await chain_ids(fresh_db_url, writer.chain)
     assert len(ids) == 3
     assert await checkpoints(fresh_db_url, writer.chain) == [(ids[-1], 3)]
-    async with database_session(fresh_db_url) as db:
-        report = await verify_log(db, AUDIT, {KEY.public.key_id: KEY.public})
-    assert report.ok, report.failures
+    await assert_log_verifies(fresh_db_url)
 
 
 async def test_checkpoints_follow_the_row_and_time_cadence(
