@@ -59,7 +59,8 @@ from bank.import_prepare import Disciplines as _Disciplines
 from bank.locks import lock
 from bank.models import Item, make_slot
 from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
-from bank.strata import StratumKey, reserve_slots
+from bank.strata import reserve_slots
+from bank.stratum_key import StratumKey
 
 IMPORT_LOCK = "bank:import"
 

@@ -53,7 +53,8 @@ from bank.models import (
     make_slot,
 )
 from bank.records import ItemRecord, RawRecord, RecordError, SourceLocation, validate_record
-from bank.strata import StratumKey, reserve_slots
+from bank.strata import reserve_slots
+from bank.stratum_key import StratumKey
 from bank.upsert import insert_or_add
 
 __all__ = [

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from sqlalchemy import bindparam, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.bulk import model_table
 from bank.models import Stratum
-
-
-class StratumKey(NamedTuple):
-    """A discipline × question type × sub-discipline cell."""
-
-    discipline: str
-    qtype: str
-    subdiscipline: str
+from bank.stratum_key import StratumKey
 
 
 async def reserve_slots(

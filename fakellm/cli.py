@@ -9,10 +9,6 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from fakellm.answer_key import AnswerKey, AnswerKeyError
-from fakellm.app import ServerConfig, create_app
-from fakellm.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
-
 fake_llm_app = typer.Typer(help="A stand-in OpenAI-compatible LLM provider.", no_args_is_help=True)
 
 
@@ -84,6 +80,11 @@ def serve(
 
     POST /v1/chat/completions, GET /v1/models and GET /stats (counters of chat
     requests)."""
+    # imported here, so that `proctor fake-llm --help` needs no database driver
+    from fakellm.answer_key import AnswerKey, AnswerKeyError
+    from fakellm.app import ServerConfig, create_app
+    from fakellm.profiles import BUILTIN_PROFILES, ProfileError, load_profiles
+
     try:
         served = load_profiles(profiles) if profiles is not None else dict(BUILTIN_PROFILES)
         key = AnswerKey.load(answer_key) if answer_key is not None else None

@@ -18,13 +18,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bank.health.flags import parse_thresholds
-from bank.health.population import parse_population
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from judge.panel import PanelRule
-from server.auth.tokens import KeyConfigurationError, check_secret
 from server.observability.log_format import LogFormat, LogLevel
-from server.review.models import HUMAN_PREFIX
 
 ENV_PREFIX = "PROCTOR_"
 
@@ -384,17 +380,25 @@ class Settings(BaseSettings):
     @field_validator("health_thresholds")
     @classmethod
     def _known_thresholds(cls, value: dict[str, float]) -> dict[str, float]:
+        # The checks of this and the next validators import what they check with only when
+        # they run: every `proctor` command reads the settings, most need none of them.
+        from bank.health.flags import parse_thresholds
+
         parse_thresholds(value)  # ValueError names the threshold and what is wrong
         return value
 
     @field_validator("health_population")
     @classmethod
     def _known_population(cls, value: str) -> str:
+        from bank.health.population import parse_population
+
         parse_population(value)  # ValueError names what is wrong
         return value
 
     @model_validator(mode="after")
     def _panel_of_configured_judges(self) -> Settings:
+        from server.review.raters import HUMAN_PREFIX
+
         names = {judge.name for judge in self.judges}
         people = sorted(name for name in names if name.startswith(HUMAN_PREFIX))
         if people:
@@ -417,6 +421,8 @@ class Settings(BaseSettings):
         """Refuse a known placeholder, one under 32 bytes or one of few distinct
         characters, wherever settings are read (the server and every CLI command)."""
         if secret is not None:
+            from server.auth.tokens import KeyConfigurationError, check_secret
+
             try:
                 check_secret(secret.get_secret_value())
             except KeyConfigurationError as error:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from bank.strata import StratumKey
+from bank.stratum_key import StratumKey
 
 DENSE_SWITCH = 0.5
 """Once this share of a stratum has been drawn, shuffle the rest instead of rejecting."""

@@ -20,7 +20,10 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from bank.strata import StratumKey
+from bank.stratum_key import StratumKey
+
+DEFAULT_N = 1000
+"""The size of a sample when none is asked for."""
 
 K = TypeVar("K", bound=Hashable)
 

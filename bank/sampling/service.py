@@ -52,10 +52,9 @@ from bank.models import (
 from bank.sampling.commitment import SourceKind, commitment, new_salt
 from bank.sampling.draw import Candidate, RankStream, delivery_order
 from bank.sampling.draw import select as select_items
-from bank.sampling.plan import Plan, StratumSupply, plan_quotas
-from bank.strata import StratumKey
+from bank.sampling.plan import DEFAULT_N, Plan, StratumSupply, plan_quotas
+from bank.stratum_key import StratumKey
 
-DEFAULT_N = 1000
 SEED_BYTES = 16
 MIN_ACCEPTANCE = 0.05
 MAX_ROUNDS = 1000

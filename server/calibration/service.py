@@ -34,7 +34,7 @@ from bank.models import Item
 from clients.llm.traces import split_reasoning
 from server.calibration.models import CalibrationAnswer, CalibrationSet, CalibrationSource
 from server.registry.models import RegisteredModel
-from server.review.models import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
+from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
 from server.scoring.models import JudgeCalibration, Verdict
 from server.sessions.models import Answer, EvalSession
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.auth.permissions import PLATFORM_ROLES
-from server.auth.service import create_api_key
 from server.cli.groups import group, group_registrar
-from server.cli.unit_of_work import run_in_unit_of_work
-from server.errors import Conflict
-from server.leaderboard import service as leaderboard
-from server.orgs.service import create_org, find_org, get_org
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 app = group(
     "admin",
@@ -40,6 +36,9 @@ def create_org_command(
 
     With --exist-ok --operator an existing organisation of that name must be the operator
     already (it is never promoted)."""
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.errors import Conflict
+    from server.orgs.service import create_org, find_org
 
     async def work(session: AsyncSession) -> str:
         existing = await find_org(session, name=name) if exist_ok else None
@@ -65,6 +64,10 @@ def create_key_command(
 
     Only its hash is stored. A platform-role key is refused unless --org is the operator
     organisation, and warned about on stderr."""
+    from server.auth.permissions import PLATFORM_ROLES
+    from server.auth.service import create_api_key
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.orgs.service import get_org
 
     async def work(session: AsyncSession) -> str:
         owner = await get_org(session, name=org)
@@ -92,6 +95,9 @@ def set_anchor_command(
 
     R = S / S_anchor x 100: every R is recomputed against it; earlier designations stay in
     the history."""
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.leaderboard import service as leaderboard
+
     if (model_id is None) == (not top):
         raise typer.BadParameter("give a model id or --top, not both and not neither")
     target = None

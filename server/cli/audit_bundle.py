@@ -15,20 +15,19 @@ import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.bundles.check import BundleCheck, check_bundle, load_public_key
-from server.bundles.service import session_bundle
 from server.cli.groups import example
 from server.cli.output import fail, stderr, stdout
-from server.cli.unit_of_work import run_read_only
-from server.config import get_settings
-from server.errors import InvalidInput
-from server.ledger.signing import PublicKey, SigningKey, SigningKeyError, load_signing_key
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from server.bundles.check import BundleCheck
+    from server.ledger.signing import PublicKey, SigningKey
 
 PROBLEMS = 1
 UNREADABLE = 2
@@ -64,6 +63,9 @@ def export_command(
 
 
 def _export(session_id: uuid.UUID, key: SigningKey, out: IO[bytes]) -> None:
+    from server.bundles.service import session_bundle
+    from server.cli.unit_of_work import run_read_only
+
     async def work(db: AsyncSession) -> None:
         async for line in session_bundle(db, session_id, key=key, now=datetime.now(UTC)):
             out.write(line)
@@ -99,6 +101,8 @@ def check_command(
     origin unchecked), 2 if the bundle or key cannot be read. Needs no database and no
     network.
     """
+    from server.bundles.check import check_bundle
+
     trusted = _public_key(public_key) if public_key is not None else None
     try:
         if str(bundle) == "-":
@@ -167,6 +171,9 @@ def public_key_command(
 
 
 def _signing_key() -> SigningKey:
+    from server.config import get_settings
+    from server.ledger.signing import SigningKeyError, load_signing_key
+
     try:
         return load_signing_key(get_settings())
     except SigningKeyError as error:
@@ -174,6 +181,9 @@ def _signing_key() -> SigningKey:
 
 
 def _public_key(path: Path) -> PublicKey:
+    from server.bundles.check import load_public_key
+    from server.errors import InvalidInput
+
     try:
         return load_public_key(path.read_text(encoding="utf-8"), source=str(path))
     except (OSError, UnicodeDecodeError) as error:

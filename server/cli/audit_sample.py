@@ -11,18 +11,17 @@ bad input (not a session id, no such session).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from bank.sampling.rederive import Outcome
 from server.cli.groups import example
 from server.cli.output import fail, stdout
-from server.cli.unit_of_work import run_read_only
-from server.errors import NotFound
-from server.sample_audit.schemas import SampleAuditOut
-from server.sample_audit.service import audit_session_id
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from server.sample_audit.schemas import SampleAuditOut
 
 BAD_INPUT = 2
 
@@ -39,6 +38,10 @@ def sample_command(
     among them. Exit status 0 when it matches, 1 when it does not or cannot be
     re-derived, 2 for bad input.
     """
+    from server.cli.unit_of_work import run_read_only
+    from server.errors import NotFound
+    from server.sample_audit.service import audit_session_id
+
     try:
         wanted = uuid.UUID(session_id)
     except ValueError:
@@ -59,6 +62,8 @@ def sample_command(
 
 
 def _print(report: SampleAuditOut, *, as_json: bool) -> None:
+    from bank.sampling.rederive import Outcome
+
     if as_json:
         stdout.print_json(data={"ok": report.ok, **report.model_dump(mode="json")})
         return

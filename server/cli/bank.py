@@ -8,29 +8,27 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from bank.anchor_set import AnchorSetChange, designate_anchor_set
 from bank.bundled_datasets import sample_path
-from bank.disciplines import DisciplineRow, UnknownDisciplines, list_disciplines, set_evaluated
 from bank.formats import FORMATS, detect_format, read_records
-from bank.formats.discipline_maps import load_discipline_map
-from bank.importer import ImportRefused, ImportReport, import_records
-from bank.records import RawRecord
-from bank.sampling.service import DEFAULT_N, draw_sample
-from bank.stats import bank_stats
-from bank.taxonomy import DisciplineMap, MapFileError
+from bank.sampling.plan import DEFAULT_N
 from server.cli.bank_health import health_command
 from server.cli.bank_rotation import new_key_command, rotate_key_command
 from server.cli.groups import example, group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import stderr
-from server.cli.unit_of_work import run_in_unit_of_work
-from server.errors import InvalidInput
-from server.orgs.service import get_org
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from bank.anchor_set import AnchorSetChange
+    from bank.disciplines import DisciplineRow
+    from bank.importer import ImportReport
+    from bank.records import RawRecord
+    from bank.taxonomy import DisciplineMap
 
 app = group(
     "bank", "The private question bank.", "proctor bank import --format mmlu_pro data.jsonl"
@@ -91,6 +89,9 @@ def import_command(
     """Import items, all or nothing.
 
     One bad record and nothing is written."""
+    from bank.importer import ImportRefused, import_records
+    from server.cli.unit_of_work import run_in_unit_of_work
+
     targets = list(paths or []) + [sample_path(name) for name in _known_samples(sample or [])]
     if not targets:
         raise typer.BadParameter("give at least one PATH or --sample NAME")
@@ -127,6 +128,9 @@ def import_command(
 
 
 def _discipline_map(path: Path | None) -> DisciplineMap | None:
+    from bank.formats.discipline_maps import load_discipline_map
+    from bank.taxonomy import MapFileError
+
     if path is None:
         return None
     try:
@@ -169,6 +173,9 @@ def stats_command(
     """Count items by discipline, type and sub-discipline.
 
     Also items, families, and originals against augmented variants."""
+    from bank.stats import bank_stats
+    from server.cli.unit_of_work import run_in_unit_of_work
+
     stats = run_in_unit_of_work(bank_stats)
     if as_json:
         typer.echo(json.dumps(stats, indent=2, ensure_ascii=False))
@@ -209,6 +216,10 @@ def disciplines_command(
 
     Each with its key, display name, whether it is evaluated, and its active items.
     Sessions split their quota evenly over the evaluated disciplines that have items."""
+    from bank.disciplines import UnknownDisciplines, list_disciplines, set_evaluated
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.errors import InvalidInput
+
     names = [n for value in evaluated or [] for n in value.split(",")]
 
     async def work(session: AsyncSession) -> list[DisciplineRow]:
@@ -241,6 +252,10 @@ def anchor_set_command(
     SIZE item families that were never served to anyone become the private anchor set:
     ordinary sessions never draw them again; anchor-set sessions (mode "anchor") serve
     them to measure each model's generalisation gap. Spread evenly over disciplines."""
+    from bank.anchor_set import designate_anchor_set
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.errors import InvalidInput
+
     if seed is not None:
         seed = _normal_seed(seed)
 
@@ -271,6 +286,10 @@ def sample_command(
     """Dry run: draw a sample as a session would.
 
     Nothing is recorded."""
+    from bank.sampling.service import draw_sample
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.orgs.service import get_org
+
     if seed is not None:
         seed = _normal_seed(seed)
 

@@ -8,30 +8,21 @@ import json
 import math
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from bank.adaptive.recorded import RecordedInputError
-from bank.health.flags import FlagThresholds, parse_thresholds
 from bank.health.labels import Breakdown
-from bank.health.population import Population, parse_population
-from bank.health.recorded import load_recorded
-from bank.health.report import FIGURES, HealthOptions, HealthReport, health_report
-from bank.health.subsets import SubsetRule
-from bank.item_sets import InvalidItemSet, ItemSetError, check_name, save_item_set
-from judge.ranking.static_compare import LeaderboardInputError, read_leaderboard_csv
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stderr
-from server.cli.unit_of_work import run_in_unit_of_work
-from server.errors import InvalidInput
-from server.health.service import (
-    collect_verdicts,
-    compute_report,
-    flag_report,
-    store_snapshot,
-)
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from bank.health.flags import FlagThresholds
+    from bank.health.population import Population
+    from bank.health.report import HealthOptions, HealthReport
+    from bank.health.subsets import SubsetRule
 
 CLI_ACTOR = "cli"
 
@@ -105,6 +96,9 @@ def health_command(
     On the server's own verdicts (and stored as a snapshot), or with --responses and
     --items on recorded data. Every figure states the model population it rests on; a
     figure that cannot be computed is null with its reason."""
+    from bank.health.population import parse_population
+    from bank.health.report import HealthOptions
+
     try:
         chosen = parse_population(population)
     except ValueError as error:
@@ -141,6 +135,10 @@ def _recorded(
     options: HealthOptions,
     peers: dict[str, list[dict[str, float]]],
 ) -> HealthReport:
+    from bank.adaptive.recorded import RecordedInputError
+    from bank.health.recorded import load_recorded
+    from bank.health.report import health_report
+
     try:
         recorded = load_recorded(responses, items, models)
     except RecordedInputError as error:
@@ -160,6 +158,9 @@ def _recorded(
 
 
 def _subset_choice(value: str) -> tuple[SubsetRule, str]:
+    from bank.health.subsets import SubsetRule
+    from bank.item_sets import InvalidItemSet, check_name
+
     rule, sep, name = value.partition("=")
     try:
         chosen = SubsetRule(rule.strip())
@@ -184,6 +185,8 @@ def _on_server(
 ) -> HealthReport:
     """Collect, compute and store a snapshot in one transaction (and flag, with --flag;
     save a subset, with --save-subset)."""
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.health.service import collect_verdicts, compute_report, flag_report, store_snapshot
 
     async def work(db: AsyncSession) -> HealthReport:
         collected = await collect_verdicts(db)
@@ -213,6 +216,9 @@ async def _save_subset(
     rule: SubsetRule,
     name: str,
 ) -> None:
+    from bank.item_sets import ItemSetError, save_item_set
+    from server.errors import InvalidInput
+
     uuid_of = dict(zip(report.item_ids, item_uuids, strict=True))
     members = [uuid_of[i] for i in report.subset_members.get(str(rule), ())]
     evaluation = report.subsets[str(rule)]
@@ -239,6 +245,8 @@ async def _save_subset(
 
 
 def _thresholds(values: list[str]) -> FlagThresholds:
+    from bank.health.flags import parse_thresholds
+
     pairs: dict[str, object] = {}
     for value in values:
         name, sep, number = value.partition("=")
@@ -252,6 +260,8 @@ def _thresholds(values: list[str]) -> FlagThresholds:
 
 
 def _peers(values: list[str]) -> dict[str, list[dict[str, float]]]:
+    from judge.ranking.static_compare import LeaderboardInputError, read_leaderboard_csv
+
     boards: dict[str, list[dict[str, float]]] = {}
     for value in values:
         stratum, sep, path = value.partition("=")
@@ -301,6 +311,8 @@ def _fmt(value: float | None) -> str:
 def _print(report: HealthReport) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from bank.health.report import FIGURES
 
     console = Console()
     population = report.population

@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bank.resealing import CLEAR, Resealed, count_by_key, reseal, sealed_columns
-from bank.sealing import BankKeyError, Keyring, SealError, current, new_entry
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stderr
-from server.config import get_settings
-from server.database import create_engine, upgrade
-from server.models import metadata
+
+if TYPE_CHECKING:
+    from bank.resealing import Resealed
+    from bank.sealing import Keyring
 
 
 def rotate_key_command(
@@ -40,6 +39,10 @@ def rotate_key_command(
     Reference answers, explanations, answers and judge notes. Each batch is its own
     transaction: interrupted, it resumes when run again; run twice, the second run changes
     nothing. Old keys must still be in the keyring to open the values under them."""
+    from bank.sealing import SealError
+    from server.config import get_settings
+    from server.database import upgrade
+
     keyring = _keyring()
     settings = get_settings()
     url = settings.effective_database_url
@@ -65,6 +68,8 @@ def new_key_command(
 
     Append it to PROCTOR_BANK_KEY_FILE (or PROCTOR_BANK_KEYS, comma-separated) of every
     process, where it becomes the active key; nothing is written anywhere else."""
+    from bank.sealing import BankKeyError, new_entry
+
     try:
         typer.echo(new_entry(key_id))
     except BankKeyError as error:
@@ -72,6 +77,8 @@ def new_key_command(
 
 
 def _keyring() -> Keyring:
+    from bank.sealing import BankKeyError, current
+
     try:
         return current()  # installed by the root command (server.cli.main)
     except BankKeyError as error:
@@ -79,6 +86,10 @@ def _keyring() -> Keyring:
 
 
 async def _count(url: str) -> dict[str, Counter[str]]:
+    from bank.resealing import count_by_key, sealed_columns
+    from server.database import create_engine
+    from server.models import metadata
+
     engine = create_engine(url)
     try:
         return await count_by_key(engine, sealed_columns(metadata))
@@ -87,6 +98,10 @@ async def _count(url: str) -> dict[str, Counter[str]]:
 
 
 async def _rotate(url: str, keyring: Keyring, batch: int) -> list[Resealed]:
+    from bank.resealing import reseal, sealed_columns
+    from server.database import create_engine
+    from server.models import metadata
+
     engine = create_engine(url)
 
     def progress(column: str, rows: int) -> None:
@@ -101,6 +116,8 @@ async def _rotate(url: str, keyring: Keyring, batch: int) -> list[Resealed]:
 
 
 def _print_counts(counts: dict[str, Counter[str]], keyring: Keyring, as_json: bool) -> None:
+    from bank.resealing import CLEAR
+
     stale = sum(n for c in counts.values() for key, n in c.items() if key != keyring.active_id)
     if as_json:
         typer.echo(

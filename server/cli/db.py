@@ -6,13 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlalchemy.engine import make_url
 
-from server.backup import KEY_REMINDER, BackupError, backup, restore
 from server.cli.groups import example, group, group_registrar
 from server.cli.output import fail, stderr
-from server.config import get_settings
-from server.database import migrate
 
 app = group("db", "Database schema, backups and restores.", "proctor db upgrade")
 register = group_registrar(app)
@@ -27,6 +23,9 @@ def upgrade_command(revision: str = typer.Argument("head", help="Target revision
     Migrates as the owner (PROCTOR_MIGRATION_DATABASE_URL, else PROCTOR_DATABASE_URL, else
     the embedded SQLite file), then grants PROCTOR_DATABASE_URL's role only what the server
     needs (PostgreSQL, when the two roles differ)."""
+    from server.config import get_settings
+    from server.database import migrate
+
     settings = get_settings()
     url = settings.effective_migration_url
     role = migrate(url, settings.effective_database_url, revision)
@@ -36,6 +35,8 @@ def upgrade_command(revision: str = typer.Argument("head", help="Target revision
 
 
 def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
     return make_url(url).render_as_string(hide_password=True)
 
 
@@ -61,6 +62,9 @@ def backup_command(
     default: a consistent copy of the SQLite file, taken while the server runs. The file is
     written atomically with mode 0600. The bank's encryption keys are not in it: back them
     up separately."""
+    from server.backup import KEY_REMINDER, BackupError, backup
+    from server.config import get_settings
+
     try:
         done = backup(get_settings(), path, pg_bindir)
     except BackupError as error:
@@ -97,6 +101,9 @@ def restore_command(
     changes nothing; then the runtime role (PROCTOR_DATABASE_URL) gets its privileges
     again. Embedded default: stop the server first (a database in use is refused). Then
     run proctor db upgrade if this version of Proctor is newer than the backup's."""
+    from server.backup import KEY_REMINDER, BackupError, restore
+    from server.config import get_settings
+
     try:
         done = restore(get_settings(), path, force=force, pg_bindir=pg_bindir)
     except BackupError as error:

@@ -13,35 +13,22 @@ import signal
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from prometheus_client import start_http_server
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from judge.agreement import (
-    AgreementInputError,
-    agreement_report,
-    read_ratings_csv,
-    render_tables,
-)
 from judge.prompts import PROMPT_VERSION
 from server.cli.groups import example, group, group_registrar
 from server.cli.judge_calibration import calibrate_command, calibration_set_app, gate_command
 from server.cli.options import JsonFlag, JudgeName
 from server.cli.output import fail, stderr, stdout
-from server.cli.unit_of_work import require_bank_keyring, run_in_unit_of_work
-from server.config import Settings, get_settings
-from server.database import create_engine, unit_of_work, upgrade
-from server.observability.logs import configure_logging
-from server.observability.metrics import scrape_registry
-from server.scoring import service
-from server.scoring.assignment import JudgeAssignment, assign_judges
-from server.scoring.models import JudgeCalibration
-from server.scoring.process import run_worker_process
-from server.scoring.worker import ScoringWorker
-from server.sessions.models import EvalSession
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+    from server.config import Settings
+    from server.scoring.assignment import JudgeAssignment
+    from server.scoring.worker import ScoringWorker
 
 app = group(
     "judge",
@@ -70,6 +57,9 @@ def run_command(
     A progress bar shows the answers scored. Answers already scored by this judge and
     prompt version keep their verdict; a new judge or prompt version scores them all again.
     """
+    from server.config import get_settings
+    from server.database import upgrade
+
     try:
         session_id = uuid.UUID(session)
     except ValueError:
@@ -82,6 +72,12 @@ def run_command(
 
 
 async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, again: bool) -> int:
+    from server.database import create_engine, unit_of_work
+    from server.scoring import service
+    from server.scoring.assignment import JudgeAssignment, assign_judges
+    from server.scoring.worker import ScoringWorker
+    from server.sessions.models import EvalSession
+
     engine = create_engine(settings.effective_database_url)
     try:
         async with unit_of_work(engine) as db:
@@ -133,6 +129,11 @@ async def _run(settings: Settings, session_id: uuid.UUID, judge: str | None, aga
 async def _drain_with_progress(
     engine: AsyncEngine, worker: ScoringWorker, session_id: uuid.UUID, judges: JudgeAssignment
 ) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from server.database import unit_of_work
+    from server.scoring import service
+
     columns = (
         TextColumn("scoring"),
         BarColumn(),
@@ -178,6 +179,14 @@ def worker_command(
     jobs, finishes those in hand within PROCTOR_SHUTDOWN_GRACE_S seconds (then gives the
     rest back to the queue) and exits 0. Metrics (--metrics-port) are served without a
     token: keep that port off public networks."""
+    from prometheus_client import start_http_server
+
+    from server.cli.unit_of_work import require_bank_keyring
+    from server.config import get_settings
+    from server.database import upgrade
+    from server.observability.logs import configure_logging
+    from server.observability.metrics import scrape_registry
+
     settings = get_settings()
     configure_logging(settings.log_format, settings.log_level)
     require_bank_keyring(settings)  # refused now, not at the first answer to score
@@ -189,6 +198,8 @@ def worker_command(
 
 
 async def _work_until_signalled(settings: Settings) -> None:
+    from server.scoring.process import run_worker_process
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -218,6 +229,13 @@ def agreement_command(
 
     Cohen's kappa (plain and quadratic), exact and within-one agreement, per model;
     cross-rater ranking correlation; family bias."""
+    from judge.agreement import (
+        AgreementInputError,
+        agreement_report,
+        read_ratings_csv,
+        render_tables,
+    )
+
     families = _families(family or [])
     try:
         ratings = read_ratings_csv(file, reference=reference)
@@ -232,6 +250,9 @@ def agreement_command(
         for table in render_tables(report):
             stdout.print(table)
     if store:
+        from server.cli.unit_of_work import run_in_unit_of_work
+        from server.scoring.models import JudgeCalibration
+
         digest = hashlib.sha256(file.read_bytes()).hexdigest()
 
         async def work(db: AsyncSession) -> int:

@@ -9,23 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from server.calibration import service
-from server.calibration.gate import GateReport, JudgeGate, gate_report
-from server.calibration.models import CalibrationSet, CalibrationSource
-from server.calibration.runner import CalibrationRun, CalibrationRunError, calibrate
 from server.cli.groups import example, group
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stderr, stdout
-from server.cli.unit_of_work import run_in_unit_of_work
-from server.config import Settings, get_settings
-from server.database import create_engine, unit_of_work, upgrade
-from server.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from server.calibration.gate import GateReport, JudgeGate
+    from server.calibration.models import CalibrationSet
+    from server.calibration.runner import CalibrationRun
+    from server.config import Settings
 
 SetName = Annotated[str, typer.Option("--name", help="Set name (an existing name: a new version).")]
 
@@ -67,6 +66,10 @@ def import_set_command(
 
     Every problem of the file is reported as file:line: field: what, and nothing is
     saved unless the whole file is good."""
+    from server.calibration import service
+    from server.calibration.models import CalibrationSource
+    from server.cli.unit_of_work import run_in_unit_of_work
+
     try:
         service.check_set_name(name)
         rows = service.read_calibration_csv(file)
@@ -95,6 +98,10 @@ def from_review_command(name: SetName) -> None:
 
     Every answer of the review queue that people scored; several reviewers of one answer
     give their mean, rounded half up."""
+    from server.calibration import service
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.errors import InvalidInput
+
     try:
         service.check_set_name(name)
     except service.SetNameError as error:
@@ -124,6 +131,8 @@ def calibrate_command(
     The real judge scores every answer (no cached replies). Stored with the judge's model
     and prompt version: kappa and quadratic-weighted kappa against the human scores with
     95% intervals (bootstrap over item families), exact and within-one agreement."""
+    from server.calibration.runner import CalibrationRunError
+
     settings = _settings()
     try:
         run = asyncio.run(_calibrate(settings, judge, set_name, version))
@@ -145,6 +154,9 @@ def calibrate_command(
 async def _calibrate(
     settings: Settings, judge: str, set_name: str, version: int | None
 ) -> CalibrationRun:
+    from server.calibration.runner import calibrate
+    from server.database import create_engine
+
     engine = create_engine(settings.effective_database_url)
     try:
         return await calibrate(
@@ -176,6 +188,9 @@ def gate_command(as_json: JsonFlag = False) -> None:
 
 
 def _settings() -> Settings:
+    from server.config import get_settings
+    from server.database import upgrade
+
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -183,6 +198,9 @@ def _settings() -> Settings:
 
 
 async def _report(settings: Settings) -> GateReport:
+    from server.calibration.gate import gate_report
+    from server.database import create_engine, unit_of_work
+
     engine = create_engine(settings.effective_database_url)
     try:
         async with unit_of_work(engine) as db:
@@ -200,6 +218,8 @@ def _interval(estimate: float | None, low: float | None, high: float | None) -> 
 
 
 def _run_table(run: CalibrationRun) -> Table:
+    from rich.table import Table
+
     figures = run.figures
     table = Table(title=f"{run.judge} on {run.set_name} v{run.set_version} ({run.kind.value})")
     for column in ("model", "prompt", "n", "kappa (95%)", "weighted kappa (95%)", "exact", "±1"):
@@ -234,6 +254,8 @@ def _change_line(run: CalibrationRun) -> str | None:
 
 
 def _gate_table(report: GateReport) -> Table:
+    from rich.table import Table
+
     table = Table()
     for column in ("judge", "model", "status", "weighted kappa (95%)", "n", "why"):
         table.add_column(column)

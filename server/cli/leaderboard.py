@@ -6,34 +6,22 @@ import csv
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from bank.formats.input_problems import InputError
 from judge.numbers import format_number
-from judge.prompts import PROMPT_VERSION
-from judge.ranking.leaderboard import board_diagnostics
-from judge.ranking.static_compare import RankComparison, compare_rankings, read_leaderboard_csv
-from server.calibration.gate import calibration_of
 from server.cli.groups import command_registrar
 from server.cli.options import JudgeName
 from server.cli.output import exit_on_input_error, fail, stdout
-from server.cli.schemes import read_schemes
-from server.cli.unit_of_work import run_in_unit_of_work
-from server.config import get_settings
-from server.leaderboard import service
-from server.leaderboard.schemas import (
-    CSV_COLUMNS,
-    csv_rows,
-    disciplines_json,
-    leaderboard_json,
-)
-from server.leaderboard.service import LeaderboardData
-from server.scoring.assignment import JudgeAssignment, assign_judges
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from judge.ranking.static_compare import RankComparison
+    from server.leaderboard.service import LeaderboardData
 
 
 def leaderboard_command(
@@ -79,6 +67,16 @@ def leaderboard_command(
     the data cannot separate, per-discipline scores, latency, cost and contamination
     checks. Reads the database directly (run it where the server's PROCTOR_ settings
     are)."""
+    from bank.formats.input_problems import InputError
+    from judge.prompts import PROMPT_VERSION
+    from judge.ranking.static_compare import compare_rankings, read_leaderboard_csv
+    from server.calibration.gate import calibration_of
+    from server.cli.unit_of_work import run_in_unit_of_work
+    from server.config import get_settings
+    from server.leaderboard import service
+    from server.leaderboard.schemas import disciplines_json, leaderboard_json
+    from server.scoring.assignment import JudgeAssignment, assign_judges
+
     settings = get_settings()
     static = None
     if compare is not None:
@@ -140,6 +138,9 @@ def _print_comparison(comparison: RankComparison) -> None:
 
 
 def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardData:
+    from judge.ranking.leaderboard import board_diagnostics
+    from server.cli.schemes import read_schemes
+
     chosen = None
     if path is not None:
         with exit_on_input_error():
@@ -148,6 +149,8 @@ def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardDa
 
 
 def _write_csv(path: Path, data: LeaderboardData) -> None:
+    from server.leaderboard.schemas import CSV_COLUMNS, csv_rows
+
     rows = csv_rows(data)
     columns = [*CSV_COLUMNS, *data.board.disciplines]
     with path.open("w", newline="", encoding="utf-8") as handle:

@@ -21,8 +21,8 @@ from rich.table import Table
 from server.cli.groups import group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stdout, table_console
-from server.review.models import ReviewReason
 from server.review.schemas import MAX_REVIEW_NOTE
+from server.review.states import ReviewReason
 
 app = group(
     "review",

@@ -13,10 +13,6 @@ from pathlib import Path
 import typer
 
 from server.cli.groups import command_registrar
-from server.config import get_settings
-from server.database import migrate, runtime_role_warning
-from server.observability.logs import configure_logging
-from server.observability.metrics import MULTIPROC_ENV
 
 
 def serve_command(
@@ -32,7 +28,10 @@ def serve_command(
     PROCTOR_SHUTDOWN_GRACE_S seconds to finish."""
     import uvicorn
 
+    from server.config import get_settings
+    from server.database import migrate, runtime_role_warning
     from server.http_protocol import DeadlineHttpToolsProtocol
+    from server.observability.logs import configure_logging
 
     settings = get_settings()
     configure_logging(settings.log_format, settings.log_level)
@@ -71,6 +70,8 @@ def metrics_directory(workers: int) -> Iterator[None]:
     An operator's own directory is emptied of the previous run's files first (it may be a
     volume that outlives the container, whose dead processes' values would still be summed)
     and kept. One worker without that variable keeps its metrics in memory."""
+    from server.observability.metrics import MULTIPROC_ENV
+
     preset = os.environ.get(MULTIPROC_ENV)
     if preset:
         for stale in Path(preset).glob("*.db"):

@@ -39,7 +39,7 @@ from sqlalchemy.sql.sqltypes import NullType
 
 from bank.models import Item
 from judge.ranking.scores import MAX_SCORE
-from server.review.models import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
+from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession

@@ -61,7 +61,8 @@ from server.leaderboard.aggregates import aggregate_fixed_scores, can_aggregate
 from server.leaderboard.models import LeaderboardChange, RankingAnchor
 from server.orgs.models import Organisation
 from server.registry.models import RegisteredModel
-from server.review.models import ReviewTask, ReviewTaskState
+from server.review.models import ReviewTask
+from server.review.states import ReviewTaskState
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import AnswerRatings, counting_verdicts
 from server.scoring.models import Verdict

@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bank.models import Item, ItemStatus
 from server.observability import metrics
-from server.review.models import ReviewTask, ReviewTaskState
+from server.review.models import ReviewTask
+from server.review.states import ReviewTaskState
 from server.scoring.models import ScoringJob
 from server.sessions.models import EvalSession
 from server.sessions.states import SessionState

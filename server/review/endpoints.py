@@ -17,7 +17,6 @@ from fastapi import APIRouter, Path, Query
 from server.api.dependencies import AnswerReviewer, DbSession, JudgeReader, RuntimeDep
 from server.ledger.results import CheckpointSigner
 from server.review import service
-from server.review.models import ReviewReason
 from server.review.schemas import (
     AgreementOut,
     ReviewQueueOut,
@@ -26,6 +25,7 @@ from server.review.schemas import (
     ReviewSkipOut,
     ReviewTaskOut,
 )
+from server.review.states import ReviewReason
 
 router = APIRouter(tags=["review"])
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Review task id.")]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import (
     BigInteger,
@@ -24,34 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bank.database import Base, utcnow
-
-HUMAN_PREFIX = "human:"
-"""Rater names of human verdicts start with this; the rest is the reviewer's key id."""
-HUMAN_PROMPT_VERSION = "human"
-"""The ``prompt_version`` of every human verdict."""
-HUMAN_METHOD = "human"
-"""The ``method`` of every human verdict."""
-
-
-def human_rater(reviewer: str) -> str:
-    """The rater name of the verdicts of ``reviewer`` (an API key id)."""
-    return f"{HUMAN_PREFIX}{reviewer}"
-
-
-class ReviewReason(StrEnum):
-    """Why an answer is in the review queue (the first reason found is kept)."""
-
-    NEEDS_REVIEW = "needs_review"
-    """The judge could not give a verdict: the answer has no score until a person gives one."""
-    DISAGREEMENT = "disagreement"
-    """The panel's judges differ by ``review_disagreement_points`` or more."""
-    AUDIT = "audit"
-    """Drawn for the audit sample: the judge is checked where it did not complain."""
-
-
-class ReviewTaskState(StrEnum):
-    OPEN = "open"
-    DONE = "done"
+from server.review.states import ReviewTaskState
 
 
 class ReviewTask(Base):

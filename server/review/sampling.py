@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from server.config import Settings
-from server.review.models import ReviewReason
+from server.review.states import ReviewReason
 
 __all__ = [
     "AUDITED_METHODS",

@@ -15,7 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from server.api.bodies import RequestBody
-from server.review.models import ReviewReason, ReviewTaskState
+from server.review.states import ReviewReason, ReviewTaskState
 
 MAX_REVIEW_NOTE = 4_000
 """Longest reviewer's note, in characters."""

@@ -35,17 +35,8 @@ from server.errors import Conflict, NotFound
 from server.ledger import results
 from server.registry.models import RegisteredModel
 from server.review.agreement import HumanRating, JudgeRating, agreement_report
-from server.review.models import (
-    HUMAN_METHOD,
-    HUMAN_PREFIX,
-    HUMAN_PROMPT_VERSION,
-    AuditStratum,
-    ReviewReason,
-    ReviewSkip,
-    ReviewTask,
-    ReviewTaskState,
-    human_rater,
-)
+from server.review.models import AuditStratum, ReviewSkip, ReviewTask
+from server.review.raters import HUMAN_METHOD, HUMAN_PREFIX, HUMAN_PROMPT_VERSION, human_rater
 from server.review.sampling import (
     AnswerKey,
     AnswerVerdicts,
@@ -63,6 +54,7 @@ from server.review.schemas import (
     ReviewTaskOut,
     ReviewTaskSummary,
 )
+from server.review.states import ReviewReason, ReviewTaskState
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import SessionState, require_session_transition

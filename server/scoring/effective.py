@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import ColumnElement, and_, or_
 
 from judge.panel import answer_verdict
-from server.review.models import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
+from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from judge.agreement.inter_judge import InterJudgeAgreement, disagreements, inter_judge_agreement
-from server.review.models import HUMAN_PREFIX
+from server.review.raters import HUMAN_PREFIX
 from server.scoring.models import Verdict
 
 __all__ = ["PanelAgreement", "panel_agreement"]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bank.sampling.plan import StratumSupply, apportion, plan_quotas
-from bank.strata import StratumKey
+from bank.stratum_key import StratumKey
 
 weights_st = st.dictionaries(
     st.text(alphabet="abcdefgh", min_size=1, max_size=3),

@@ -22,7 +22,7 @@ from bank.sampling.draw import Candidate, RankStream, delivery_order
 from bank.sampling.draw import select as select_items
 from bank.sampling.plan import StratumSupply, plan_quotas
 from bank.sampling.service import draw_sample
-from bank.strata import StratumKey
+from bank.stratum_key import StratumKey
 from tests.support.database import module_bank
 from tests.support.factories import make_org
 

@@ -103,14 +103,9 @@ from server.database import create_engine, unit_of_work, upgrade
 from server.health.service import HEALTH_ACTOR, refresh_health
 from server.orgs.service import create_org
 from server.registry.models import RegisteredModel
-from server.review.models import (
-    HUMAN_METHOD,
-    HUMAN_PROMPT_VERSION,
-    ReviewReason,
-    ReviewTask,
-    ReviewTaskState,
-    human_rater,
-)
+from server.review.models import ReviewTask
+from server.review.raters import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
+from server.review.states import ReviewReason, ReviewTaskState
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession

@@ -96,7 +96,11 @@ def test_a_single_command_ends_with_an_example(command: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [(), *((g,) for g in GROUPS), *((g, c) for g, cs in COMMANDS_OF_GROUP.items() for c in cs)],
+    [
+        (),
+        *((g,) for g in GROUPS),
+        *((g, c) for g, cs in COMMANDS_OF_GROUP.items() for c in sorted(cs)),
+    ],
     ids=lambda args: " ".join(args) or "proctor",
 )
 def test_no_help_page_cites_a_file_of_papers(args: tuple[str, ...]) -> None:

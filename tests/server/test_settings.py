@@ -56,7 +56,9 @@ def test_get_settings_gives_one_line_per_problem(
 
 
 @pytest.mark.parametrize(
-    "secret", [JWT_SECRET, secrets.token_urlsafe(48), "Ab3$x7Qp2Lm9Zr4Tn8VbKc5Wd1Hf6Gj0"]
+    "secret",
+    [JWT_SECRET, secrets.token_urlsafe(48), "Ab3$x7Qp2Lm9Zr4Tn8VbKc5Wd1Hf6Gj0"],
+    ids=["the-suite's", "random", "mixed-classes"],  # the same ids in every xdist worker
 )
 def test_strong_secrets_and_no_secret_are_accepted(secret: str) -> None:
     assert settings(jwt_secret=secret).jwt_secret is not None

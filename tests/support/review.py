@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from server.auth.service import create_api_key
-from server.review.models import ReviewTask, human_rater
+from server.review.models import ReviewTask
+from server.review.raters import human_rater
 from server.scoring.models import Verdict
 from server.sessions.models import EvalSession
 from tests.support.database import database_session

@@ -26,9 +26,9 @@ from server.console.dependencies import CheckedForm, page
 from server.console.templating import render
 from server.errors import InvalidInput
 from server.ledger.results import CheckpointSigner
-from server.review.models import ReviewReason, ReviewTaskState
 from server.review.schemas import MAX_REVIEW_NOTE, MAX_SCORE, MIN_SCORE
 from server.review.service import list_queue, score_task, show_task, skip_task
+from server.review.states import ReviewReason, ReviewTaskState
 
 router = APIRouter(include_in_schema=False)
 Reviewer = Annotated[ConsoleUser, page(Permission.REVIEW_ANSWERS)]

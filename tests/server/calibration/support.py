@@ -15,7 +15,7 @@ import httpx
 from server.calibration.models import CalibrationSource
 from server.calibration.service import CalibrationRow, create_set
 from server.config import Settings
-from server.review.models import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
+from server.review.raters import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
 from server.scoring.models import Verdict
 from tests.support.api import World, evaluator_session, login, running_api, test_settings
 from tests.support.database import database_session

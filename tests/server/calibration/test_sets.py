@@ -23,7 +23,7 @@ from server.calibration.service import (
     rounded_mean,
     set_answers,
 )
-from server.review.models import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
+from server.review.raters import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
 from server.scoring.models import Verdict
 from tests.server.calibration.support import calibration_rows, seed_reviewed_answer, write_csv
 from tests.support.api import login, running_api, seed_world, test_settings

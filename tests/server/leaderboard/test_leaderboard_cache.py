@@ -27,7 +27,8 @@ from judge.prompts import PROMPT_VERSION
 from server.database import create_engine, unit_of_work
 from server.leaderboard import aggregates, service
 from server.leaderboard.models import RankingAnchor
-from server.review.models import HUMAN_PROMPT_VERSION, ReviewTask, human_rater
+from server.review.models import ReviewTask
+from server.review.raters import HUMAN_PROMPT_VERSION, human_rater
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession

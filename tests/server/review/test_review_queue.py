@@ -25,7 +25,6 @@ from sklearn.metrics import cohen_kappa_score
 
 from judge.prompts import PROMPT_VERSION
 from server.config import Settings
-from server.review.models import ReviewReason
 from server.review.sampling import (
     AnswerVerdicts,
     JudgeScore,
@@ -34,6 +33,7 @@ from server.review.sampling import (
     systematic_draws,
 )
 from server.review.service import open_review_tasks
+from server.review.states import ReviewReason
 from tests.support.api import World, login, open_session, running_api, test_settings
 from tests.support.database import database_session
 from tests.support.fake_llm import FakeLlm

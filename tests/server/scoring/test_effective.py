@@ -8,7 +8,7 @@ import uuid
 from judge.embedding import CALIBRATED_MATCH_AT, EmbeddingBackend
 from judge.panel import PanelRule
 from judge.similarity import LexicalBackend
-from server.review.models import human_rater
+from server.review.raters import human_rater
 from server.scoring.assignment import JudgeAssignment, assignment_from
 from server.scoring.effective import AnswerRatings, group_ratings
 from server.scoring.worker import cascade_from

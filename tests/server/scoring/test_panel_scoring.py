@@ -16,7 +16,8 @@ from sqlalchemy import select
 
 from bank.models import Item
 from server.database import create_engine, unit_of_work
-from server.review.models import ReviewReason, ReviewTask
+from server.review.models import ReviewTask
+from server.review.states import ReviewReason
 from server.scoring.models import Verdict
 from server.sessions.models import EvalSession
 from tests.support.api import World, login, open_session, running_api, seed_world
