@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -410,7 +411,8 @@ async def test_latency_is_honoured_without_blocking_other_requests() -> None:
             replies = await chat_many(url, [("model-mid", f"q{i}") for i in range(16)], 16)
             elapsed = time.monotonic() - started
             assert all(r.status_code == 200 for r in replies)
-            assert latency <= elapsed < 4 * latency, elapsed  # concurrent, not 16 x 0.2 s
+            # concurrent, not 16 x 0.2 s: half that is a bound no loaded machine reaches
+            assert latency <= elapsed < len(replies) * latency / 2, elapsed
             stats = (await client.get("/stats")).json()
     assert stats["requests"] == 16 and stats["max_in_flight"] >= 8 and stats["in_flight"] == 0
 
@@ -434,13 +436,14 @@ async def test_injected_errors_come_at_the_configured_rate_with_retry_headers() 
     rate, n = 0.3, 500
     config = ServerConfig(error_rate=rate, retry_after=1.5, latency_ms=50, seed=7)
     with running(config) as url:
-        started = time.monotonic()
         replies = await chat_many(url, [("judge", f"q{i}") for i in range(n)], 32)
         async with httpx.AsyncClient(base_url=url) as client:
             stats = (await client.get("/stats")).json()
             reset = (await client.post("/stats/reset")).json()
-        assert time.monotonic() - started < 5
         errors = [r for r in replies if r.status_code == 429]
+        # the server names the wait and answers at once; it never sleeps the Retry-After
+        # itself (per reply, not the batch's total: that one grows with the machine's load)
+        assert max(r.elapsed for r in errors) < timedelta(seconds=config.retry_after)
         assert len(errors) + sum(r.status_code == 200 for r in replies) == n
         assert abs(len(errors) / n - rate) <= tolerance([rate] * n)
         for error in errors:

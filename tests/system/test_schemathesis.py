@@ -1,5 +1,8 @@
 """Schemathesis against the real app's OpenAPI schema, once per role, on both backends.
 
+Every operation gets ``MAX_EXAMPLES`` generated cases per role and backend: 10, or 20 with
+the thorough profile (``PROCTOR_TEST_PROFILE=thorough``, ``tests.support.profile``).
+
 Every generated request goes to the running app in process (ASGI, lifespan included) with a
 fresh bearer token of one role of organisation A, and its response must
 
@@ -57,8 +60,10 @@ from server.app import create_app
 from server.database import create_engine
 from tests.support.api import ROLES, World, login, open_session, seed_world, test_settings
 from tests.support.database import make_database_url
+from tests.support.profile import examples
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = examples(quick=10, thorough=20)
+"""Generated cases per operation, role and backend (tests.support.profile)."""
 MIN_SECRET_LENGTH = 8
 DRIVE_SESSIONS = 3
 DRIVE_ITEMS = 8

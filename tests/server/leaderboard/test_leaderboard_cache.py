@@ -10,10 +10,8 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,9 +32,9 @@ from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from tests.support.api import JWT_SECRET, World, login, running_api, test_settings
 from tests.support.bank_keys import TEST_BANK_KEYS
-from tests.support.ports import free_port
 from tests.support.scored import JUDGE, add_model, scored_session, seed_scores
 from tests.support.services import RedisServer
+from tests.support.serving import serving
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"])
 
@@ -390,7 +388,7 @@ async def test_two_server_workers_never_serve_a_board_older_than_a_write(
         PROCTOR_RATE_LIMIT_PER_MINUTE="100000",
     )
     log = tmp_path / "serve.log"
-    with serving(env, log) as (url, proc):
+    with serving(env, log, "--workers", "2") as (url, proc):
         token = await started(url, proc, world.a.keys["admin"], log)
         headers = {"Authorization": f"Bearer {token}"}
         before = [await fresh_get(url, headers) for _ in range(8)]
@@ -406,24 +404,6 @@ async def test_two_server_workers_never_serve_a_board_older_than_a_write(
         after = [await fresh_get(url, headers) for _ in range(8)]
     assert all(str(late) not in means(body) for body in before)
     assert all(body["models"][0]["model_id"] == str(late) for body in after)
-
-
-@contextmanager
-def serving(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``proctor serve --workers 2`` on a free port (killed at the end)."""
-    port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port), "--workers", "2"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=20)
 
 
 def tail(log: Path) -> str:

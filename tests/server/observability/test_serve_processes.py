@@ -9,10 +9,7 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -20,13 +17,12 @@ import pytest
 
 from tests.support.api import JWT_SECRET, World
 from tests.support.bank_keys import TEST_BANK_KEYS
-from tests.support.ports import free_port
+from tests.support.serving import serving
 from tests.support.sessions import drive_session
 
 from .scrape import METRICS_TOKEN, Samples, bearer, parse, total
 
 pytestmark = [pytest.mark.postgres]
-REPO = Path(__file__).resolve().parents[3]
 METRICS_DIR_PREFIX = "proctor-metrics-"
 
 
@@ -43,42 +39,6 @@ def serve_env(db_url: str, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
-
-
-@contextmanager
-def serving(
-    env: dict[str, str], log: Path, *args: str
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``proctor serve ARGS`` on a free port until it answers ``/healthz``; its base URL and
-    process (killed at the end if it still runs)."""
-    port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port), *args],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"proctor serve exited: {log.read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"proctor serve did not start: {log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield url, proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=20)
 
 
 def fresh_request(method: str, url: str, **kwargs: object) -> httpx.Response:
