@@ -4,7 +4,8 @@ Every operation gets ``MAX_EXAMPLES`` generated cases per role and backend: 10, 
 the thorough profile (``PROCTOR_TEST_PROFILE=thorough``, ``tests.support.profile``).
 
 Every generated request goes to the running app in process (ASGI, lifespan included) with a
-fresh bearer token of one role of organisation A, and its response must
+fresh bearer token of one role of organisation A (minted by the app's own codec with the
+claims ``POST /v1/auth/token`` gave that role's key: ``Fuzz.headers``), and its response must
 
 * not be a server error (``not_a_server_error``),
 * conform to the documented response schema and headers (``response_schema_conformance``,
@@ -57,6 +58,7 @@ from sqlalchemy import select
 
 from bank.models import Item
 from server.app import create_app
+from server.auth.tokens import TokenClaims, TokenCodec
 from server.database import create_engine
 from tests.support.api import ROLES, World, login, open_session, seed_world, test_settings
 from tests.support.database import make_database_url
@@ -111,8 +113,10 @@ class Fuzz:
     backend: str
     world: World
     client: asgi.ASGIClient
+    codec: TokenCodec
     drive_sessions: list[str]
     abort_sessions: list[str]
+    claims: dict[str, TokenClaims] = field(default_factory=dict)
     cases: int = 0
     operations: set[str] = field(default_factory=set)
     delivered: set[str] = field(default_factory=set)
@@ -120,13 +124,27 @@ class Fuzz:
     _flip: Iterator[bool] = field(default_factory=lambda: itertools.cycle([True, False]))
     _sessions: Iterator[int] = field(default_factory=lambda: itertools.count())
 
-    def headers(self, role: str | None = None) -> dict[str, str]:
-        """A fresh bearer token of ``role`` (default: this test's role) of organisation A."""
-        key = self.world.a.keys[role or self.role]
+    def exchange(self, role: str) -> TokenClaims:
+        """``POST /v1/auth/token`` with ``role``'s key of organisation A: the claims of the
+        token it returns, which ``headers`` mints again for every case."""
+        key = self.world.a.keys[role]
         response = self.client.post("/v1/auth/token", json={"api_key": key})
         assert response.status_code == 200, response.text
         assert not leaked(response.text)
-        return {"Authorization": f"Bearer {response.json()['access_token']}"}
+        claims = self.codec.verify(response.json()["access_token"])
+        self.claims[role] = claims
+        return claims
+
+    def headers(self, role: str | None = None) -> dict[str, str]:
+        """A fresh bearer token of ``role`` (default: this test's role) of organisation A,
+        minted by the app's own codec as ``POST /v1/auth/token`` mints it for the key (new
+        ``jti`` and times, same subject, organisation and role): the exchange is an HTTP
+        request of its own, checked once per role and fuzzed as an operation, so repeating
+        it before every case only doubled the requests."""
+        role = role or self.role
+        claims = self.claims.get(role) or self.exchange(role)
+        token, _ = self.codec.issue(subject=claims.sub, org_id=claims.org, role=claims.role)
+        return {"Authorization": f"Bearer {token}"}
 
     def use_real_ids(self, case: Any) -> None:
         """Every other positive case naming a session or model gets a real one of org A."""
@@ -207,7 +225,7 @@ def fuzz(
     app = create_app(test_settings(db_url, redis_url, lease_idle_s=0.001))
     try:
         with asgi.get_client(app) as client:  # starts the lifespan in schemathesis' loop
-            state = Fuzz(role, backend, world, client, [], [])
+            state = Fuzz(role, backend, world, client, app.state.runtime.codec, [], [])
             evaluator = state.headers("evaluator")
             for pool, n, count in (
                 (state.drive_sessions, DRIVE_ITEMS, DRIVE_SESSIONS),
