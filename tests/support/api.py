@@ -14,8 +14,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -35,6 +33,7 @@ from server.registry.models import RegisteredModel
 from tests.support.bank_keys import TEST_BANK_KEYS
 from tests.support.factories import make_bank, make_org
 from tests.support.ports import free_port
+from tests.support.serving import serve_command, wait_ready
 
 JWT_SECRET = "test-secret-" + "x7Qp2Lm9Zr4Tn8Vb" * 3
 ROLES = ("admin", "evaluator", "vendor", "auditor")
@@ -189,21 +188,9 @@ class LiveServer:
     def start(self, timeout: float = 30.0) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "server", "serve", "--port", str(self.port)],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                serve_command(self.port), env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"proctor serve exited: {self.log.read_text()[-2000:]}")
-            try:
-                httpx.get(self.url + "/openapi.json", timeout=1.0)
-                return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError(f"proctor serve did not start: {self.log.read_text()[-2000:]}")
+        wait_ready(self.url, self.process, self.log, within=timeout)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -3,7 +3,8 @@
 ``serving`` starts ``python -m server serve --port PORT ARGS`` in a session of its own, waits
 until it answers ``/healthz``, and at the end stops the whole group: the master and the
 uvicorn workers it spawned, so that a test killing the master never leaves orphaned workers
-holding database connections for the rest of the run.
+holding database connections for the rest of the run. ``serve_command`` and ``wait_ready``
+are shared with ``tests.support.api.LiveServer`` (one process it kills and restarts).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def serving(
     port = free_port()
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port), *args],
+            serve_command(port, *args),
             cwd=REPO_ROOT,
             env=env,
             stdout=out,
@@ -44,14 +45,23 @@ def serving(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc, log)
+        wait_ready(url, proc, log)
         yield url, proc
     finally:
         _stop_group(proc)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_WITHIN_S
+def serve_command(port: int, *args: str) -> list[str]:
+    """The command line of ``proctor serve`` on ``port`` with ``args``, in this interpreter."""
+    return [sys.executable, "-m", "server", "serve", "--port", str(port), *args]
+
+
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], log: Path, within: float = READY_WITHIN_S
+) -> None:
+    """Return once ``url`` answers ``/healthz`` with 200; raise with the tail of ``log`` if
+    ``proc`` exits first or ``within`` seconds pass."""
+    deadline = time.monotonic() + within
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"proctor serve exited: {log.read_text()[-3000:]}")

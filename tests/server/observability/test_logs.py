@@ -85,6 +85,7 @@ async def test_serve_writes_json_lines_without_secrets(
             assert tagged.headers["X-Request-ID"] == traced
             assert (await client.get("/metrics", headers=bearer(METRICS_TOKEN))).status_code == 200
             assert (await client.get("/readyz")).status_code == 200
+            assert (await client.get("/openapi.json")).status_code == 200
             assert (await client.get("/no/such/path")).status_code == 404
 
     records = read_json_lines(server.log)
