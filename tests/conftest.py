@@ -5,7 +5,6 @@ is a package, and pytest puts the repository root on sys.path. (Putting tests/ i
 would let tests/bank shadow the real ``bank`` package.)
 
 * ``tests.support.parallel``: how many xdist workers the default ``-n auto`` starts;
-* ``tests.support.scratch``: ``tmp_path`` directories on a RAM file system when there is one;
 * ``tests.support.service_fixtures``: throwaway PostgreSQL and Redis servers, and the
   ``postgres`` / ``redis`` markers on the tests that use them;
 * ``tests.support.database``: migrated SQLite/PostgreSQL databases, per-test sessions;
@@ -20,7 +19,6 @@ module under tests/support/ rather than fixtures here.
 
 pytest_plugins = [
     "tests.support.parallel",
-    "tests.support.scratch",
     "tests.support.bank_keys",
     "tests.support.service_fixtures",
     "tests.support.database",
