@@ -710,6 +710,13 @@ def _has_file(engine: AsyncEngine) -> bool:
 
 
 def _remember(key: Hashable, version: Hashable, value: object) -> None:
+    """Keep ``value`` as ``key``'s, unless the memo holds one computed on newer data: a
+    build that read the data before a change can finish after a request that computed
+    the board on it (a refresh thread against an admin's designation), and putting the
+    older board back would serve it, stale, on the next page view."""
+    found = _memo.get(key)
+    if found is not None and found[0] != version and _covers(found[0], version):
+        return
     _memo[key] = (version, value)
     _memo.move_to_end(key)
     while len(_memo) > MEMO_ENTRIES:

@@ -22,7 +22,7 @@ from sqlalchemy import insert, select, update
 
 from bank.models import Item
 from judge.prompts import PROMPT_VERSION
-from server.database import create_engine, unit_of_work
+from server.database import create_engine, read_only_snapshot, unit_of_work
 from server.leaderboard import aggregates, service
 from server.leaderboard.models import RankingAnchor
 from server.review.models import ReviewTask
@@ -197,6 +197,41 @@ async def test_an_anchor_change_shows_at_once(board: Board) -> None:
     assert after["anchor"]["model_id"] == weak
     row = next(r for r in after["models"] if r["model_id"] == weak)
     assert row["relative"]["mean"] == pytest.approx(100.0)
+
+
+async def test_a_board_computed_on_older_data_never_replaces_a_newer_one(board: Board) -> None:
+    """A build that read the data before a change (a console refresh in its thread) and
+    finishes after a board computed on the change must not put the older board back: the
+    page after an anchor designation is served fresh, with the anchor (the console's flaky
+    anchor test of CI stop 44)."""
+    settings = settings_for(board.db_url, "redis://127.0.0.1:9")
+    judges = JudgeAssignment.single(JUDGE)
+    weak = board.world.b.model_id
+    engine = create_engine(board.db_url)
+
+    async def cached(db: Any, *, wait: bool = False) -> service.LeaderboardData:
+        return await service.cached_leaderboard(
+            db,
+            settings=settings,
+            judges=judges,
+            diagnostics=True,
+            refresh_on=None if wait else engine,
+        )
+
+    try:
+        async with read_only_snapshot(engine) as late:  # reads the data before the anchor
+            await service.data_version(late)
+            await write(board.db_url, RankingAnchor(model_id=weak, set_by="test"))
+            async with unit_of_work(engine) as db:
+                assert (await cached(db, wait=True)).board.anchor == str(weak)
+            older = await cached(late, wait=True)
+            assert older.board.anchor != str(weak)  # its own snapshot's board
+        async with unit_of_work(engine) as db:
+            after = await cached(db)
+    finally:
+        await engine.dispose()
+    assert not after.stale
+    assert after.board.anchor == str(weak)
 
 
 async def test_a_review_result_shows_at_once(board: Board) -> None:
