@@ -4,6 +4,7 @@ Test helpers live in ``tests.support`` and are imported as ``tests.support.<modu
 is a package, and pytest puts the repository root on sys.path. (Putting tests/ itself there
 would let tests/bank shadow the real ``bank`` package.)
 
+* ``tests.support.interpreter``: bytecode caches kept, the garbage collector tuned;
 * ``tests.support.parallel``: how many xdist workers the default ``-n auto`` starts;
 * ``tests.support.service_fixtures``: throwaway PostgreSQL and Redis servers, and the
   ``postgres`` / ``redis`` markers on the tests that use them;
@@ -18,6 +19,7 @@ module under tests/support/ rather than fixtures here.
 """
 
 pytest_plugins = [
+    "tests.support.interpreter",
     "tests.support.parallel",
     "tests.support.bank_keys",
     "tests.support.service_fixtures",

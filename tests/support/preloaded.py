@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import locale
@@ -151,6 +152,7 @@ def _preload() -> None:
 
 def _serve(address: str, ready_fd: int) -> None:
     _preload()
+    gc.freeze()  # what every command inherits: its collections never rescan it (nor copy it)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
