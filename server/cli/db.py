@@ -23,12 +23,17 @@ def upgrade_command(revision: str = typer.Argument("head", help="Target revision
     Migrates as the owner (PROCTOR_MIGRATION_DATABASE_URL, else PROCTOR_DATABASE_URL, else
     the embedded SQLite file), then grants PROCTOR_DATABASE_URL's role only what the server
     needs (PostgreSQL, when the two roles differ)."""
+    from alembic.util import CommandError
+
     from server.config import get_settings
     from server.database import migrate
 
     settings = get_settings()
     url = settings.effective_migration_url
-    role = migrate(url, settings.effective_database_url, revision)
+    try:
+        role = migrate(url, settings.effective_database_url, revision)
+    except CommandError as error:  # an unknown or unreachable revision
+        fail(f"proctor db upgrade: {error}")
     typer.echo(f"database at {revision}: {_redact(url)}")
     if role is not None:
         typer.echo(f"runtime role {role}: DML on the tables, only INSERT and SELECT on {APPEND}")
