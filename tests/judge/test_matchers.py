@@ -423,9 +423,11 @@ HOSTILE = [
 
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_answers_are_refused_quickly(hostile: str) -> None:
-    start = time.perf_counter()
+    """Quickly in this thread's CPU time: the matcher's own work, whatever the machine's
+    load (the matcher runs here, in this thread)."""
+    start = time.thread_time()
     match = match_symbolic(hostile, "x")
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert match.correct is None, match
     assert elapsed < 0.5
 
@@ -441,10 +443,10 @@ def test_hostile_answers_are_refused_quickly(hostile: str) -> None:
     ],
 )
 def test_expensive_but_legal_expressions_stay_fast(expensive: str) -> None:
-    start = time.perf_counter()
+    start = time.thread_time()
     match_symbolic(expensive, "x + 1")
     match_symbolic("x + 1", expensive)
-    assert time.perf_counter() - start < 1.0
+    assert time.thread_time() - start < 1.0
 
 
 @pytest.fixture
@@ -469,10 +471,10 @@ def test_symbolic_never_uses_sympys_string_parser() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=120))
 def test_symbolic_is_total_on_arbitrary_text(text: str) -> None:
-    start = time.perf_counter()
+    start = time.thread_time()
     match = match_symbolic(text, "x^2 + 1")
     assert match.correct in (True, False, None)
-    assert time.perf_counter() - start < 1.0
+    assert time.thread_time() - start < 1.0
 
 
 @pytest.mark.parametrize(
