@@ -57,7 +57,9 @@ T = TypeVar("T")
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
-    """An async engine; SQLite gets foreign keys on, WAL and a busy timeout."""
+    """An async engine; SQLite gets foreign keys on, WAL and a busy timeout. Every
+    package's models are registered first (``_register_every_model``)."""
+    _register_every_model()
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database:
@@ -69,6 +71,14 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
+
+
+def _register_every_model() -> None:
+    """Import every package's models: the ORM resolves a foreign key to another package's
+    table (``judge_calibrations.set_id`` to ``calibration_sets``) at the first flush, and a
+    command that imports only what it runs (``server.cli.lazy``) had not loaded that table,
+    so ``proctor judge agreement --store`` failed on PostgreSQL."""
+    import server.models  # noqa: F401  (for the mappers it registers)
 
 
 class RollbackOnClose(sqlite3.Connection):

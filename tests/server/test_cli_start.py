@@ -17,6 +17,7 @@ import pytest
 
 from server.cli.lazy import Lazy
 from server.cli.main import COMMANDS
+from tests.support.bank_keys import TEST_BANK_KEYS
 
 PROBE = """
 import json, sys
@@ -98,3 +99,28 @@ def test_a_mistyped_command_gets_a_suggestion() -> None:
     assert "No such command 'bnak'" in out
     assert "Did you mean 'bank'?" in out
     assert not modules & COMMAND_MODULES
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite migrates first: every model loads
+def test_a_command_writing_one_packages_rows_resolves_every_table(
+    fresh_db_url: str, tmp_path: Path
+) -> None:
+    """``judge agreement --store`` imports only the scoring models; their foreign keys name
+    tables of other packages (``calibration_sets``), which the ORM must know at the first
+    flush however little the command imported."""
+    ratings = tmp_path / "ratings.csv"
+    lines = ["answer_id,rater,score"]
+    for n in range(12):
+        lines += [f"a{n},human,{n % 4}", f"a{n},judge-x,{n % 4}"]
+    ratings.write_text("\n".join(lines) + "\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env = {**clean, "PROCTOR_DATABASE_URL": fresh_db_url, "PROCTOR_BANK_KEYS": TEST_BANK_KEYS}
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "judge", "agreement", str(ratings), "--store"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stored the calibration of 1 raters" in result.stderr
