@@ -349,6 +349,8 @@ def test_a_plain_number_matches_itself(a: str) -> None:
         ("\\boxed{\\sqrt{x}}", "x^(1/2)", True),
         ("\\left(x+1\\right)^{2}", "x^2+2x+1", True),
         ("\\dfrac{\\pi}{6}", "pi/6", True),
+        ("\\operatorname{sin}(x)", "sin(x)", True),
+        ("\\mathrm{e}^{x}", "exp(x)", True),
         ("\\sqrt[3]{8}", "2", True),
         ("2 \\cdot \\pi r", "2 pi r", True),
         ("sin(x)^2 + cos(x)^2", "1", True),
@@ -383,6 +385,8 @@ def test_symbolic(answer: str, reference: str, expected: bool) -> None:
         ("H2O2", "x"),  # a letter followed by digits is chemistry, not algebra
         ("x_1 + x_2", "x"),
         ("x[0]", "x"),
+        ("\\text{x", "x"),  # unbalanced braces
+        ("x*)", "x"),  # a token no rule takes
     ],
 )
 def test_symbolic_undecidable(answer: str, reference: str) -> None:
