@@ -32,7 +32,7 @@ that, what the hardening promises (``server/api/guard.py``, ``extra="forbid"``):
 ``test_hostile_text_everywhere`` sends every (field, value) combination once as admin, and
 one value per class (``SECOND_ROLE_KINDS``) as vendor on the routes vendors use;
 ``test_hostile_text_variety`` adds hypothesis-drawn text around the same hostile kernels
-(15 examples per route, 30 with the thorough profile of ``tests.support.profile``; no
+(8 examples per route, 30 with the thorough profile of ``tests.support.profile``; no
 shrinking: every failure of a run is collected and reported).
 ``test_oversized_*`` and ``test_json_depth_limit`` check the body limits on an app with
 ``max_body_bytes`` lowered to 64 KiB (fast) and ``max_json_depth`` lowered to 10, and the
@@ -83,7 +83,7 @@ SPEC: dict[str, Any] = create_app(test_settings("sqlite+aiosqlite://")).openapi(
 DEFAULT_DEPTH: int = Settings.model_fields["max_json_depth"].default
 LIMITED_BODY = 64 * 1024
 LIMITED_DEPTH = 10
-MAX_EXAMPLES = examples(quick=15, thorough=30)
+MAX_EXAMPLES = examples(quick=8, thorough=30)
 """Hypothesis-drawn hostile texts per route (tests.support.profile)."""
 DEEP = 10_000
 URL_DEEP = 2 * DEFAULT_DEPTH

@@ -1,6 +1,6 @@
 """Schemathesis against the real app's OpenAPI schema, once per role, on both backends.
 
-Every operation gets ``MAX_EXAMPLES`` generated cases per role and backend: 10, or 20 with
+Every operation gets ``MAX_EXAMPLES`` generated cases per role and backend: 5, or 20 with
 the thorough profile (``PROCTOR_TEST_PROFILE=thorough``, ``tests.support.profile``).
 
 Every generated request goes to the running app in process (ASGI, lifespan included) with a
@@ -64,7 +64,7 @@ from tests.support.api import ROLES, World, login, open_session, seed_world, tes
 from tests.support.database import make_database_url
 from tests.support.profile import examples
 
-MAX_EXAMPLES = examples(quick=10, thorough=20)
+MAX_EXAMPLES = examples(quick=5, thorough=20)
 """Generated cases per operation, role and backend (tests.support.profile)."""
 MIN_SECRET_LENGTH = 8
 DRIVE_SESSIONS = 3
