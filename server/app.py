@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.api.guard import BodyLimits, RequestGuard
+from server.api.openapi import install_openapi
 from server.api.problems import install_problem_handlers
 from server.api.runtime import Runtime, build_runtime
 from server.audit.endpoints import router as audit_router
@@ -183,6 +184,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(router)
     install_console(app)
+    install_openapi(app, max_session_items=settings.max_session_items)
     # Added first, so it runs inside the audit middleware: refused requests are audited too.
     app.add_middleware(
         RequestGuard,

@@ -1,6 +1,20 @@
-"""One status-coded exception base for the whole server; the API renders it as problem+json."""
+"""One status-coded exception base for the whole server; the API renders it as problem+json.
+
+Every problem the API can answer is a class here (the protocol-level ones too), so the
+catalogue of problem types the OpenAPI document lists is this module's class tree
+(``server.api.openapi``): a new error class is a new documented problem type.
+"""
 
 from __future__ import annotations
+
+TYPE_BASE = "https://proctor.dev/problems/"
+"""Prefix of every problem ``type`` URI; the rest is the title's slug (``problem_type``)."""
+
+
+def problem_type(title: str) -> str:
+    """The problem ``type`` URI of ``title``: ``"Quota exhausted"`` ->
+    ``https://proctor.dev/problems/quota-exhausted``."""
+    return TYPE_BASE + title.lower().replace(" ", "-")
 
 
 class ProctorError(Exception):
@@ -22,6 +36,27 @@ class ProctorError(Exception):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(detail)
+
+
+class InternalError(ProctorError):
+    """An unexpected failure on the server; what the request would have changed was not
+    kept."""
+
+
+class BadRequest(ProctorError, status=400, title="Bad request"):
+    """The request line itself is refused (a NUL character in the path or the query)."""
+
+
+class MethodNotAllowed(ProctorError, status=405, title="Method not allowed"):
+    """The path exists, but not with this method."""
+
+
+class ContentTooLarge(ProctorError, status=413, title="Content too large"):
+    """The body exceeds the server's ``max_body_bytes``."""
+
+
+class ServiceUnavailable(ProctorError, status=503, title="Service unavailable"):
+    """The database cannot be reached now; retry after the ``Retry-After`` seconds."""
 
 
 class NotFound(ProctorError, status=404, title="Not found"):

@@ -13,7 +13,11 @@ holds a connection, and a slot of ``limit_concurrency``, for as long as it likes
 
 On expiry the connection is closed, after a ``408`` problem+json response if nothing else
 is being written on it. A request line and headers longer than ``MAX_HEADER_BYTES`` are
-refused the same way with ``431`` (httptools buffers them without a limit of its own).
+refused the same way with ``431`` (httptools buffers them without a limit of its own),
+before the application sees the request: counted twice over, as the parser hands over the
+URL and each header (exact, whatever reads they came in), and as reads that hold nothing
+but headers arrive (so a header dripped in over many reads is refused before it is
+complete, bounding what httptools buffers).
 
 Time the application spends on a request is not bounded here (nothing is armed between
 the end of a request and the end of its response), nor is a WebSocket once upgraded. A
@@ -34,13 +38,13 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from server.api.problems import PROBLEM_JSON, TYPE_BASE
+from server.api.problems import PROBLEM_JSON
 from server.config import get_settings
+from server.errors import problem_type
 
 MAX_HEADER_BYTES = 64 * 1024
-"""Largest request line plus headers accepted. Counted per read, leaving out the read a
-request begins in, so up to one read more (the event loop reads at most 256 KiB) may be
-buffered before the ``431``; a request's body is never counted."""
+"""Largest request line plus headers accepted (the URL and each header's name and value as
+parsed); a request's body is never counted."""
 
 Phase = Literal["idle", "headers", "body"]
 """What the connection is waiting for from the client: nothing (between requests, or while
@@ -66,7 +70,13 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self.phase: Phase = "idle"
         self.deadline: asyncio.TimerHandle | None = None
         self.header_bytes = 0
-        """Header bytes counted since the header deadline was armed (see ``data_received``)."""
+        """Bytes of reads that were headers and nothing else, since the header deadline was
+        armed (see ``data_received``)."""
+        self.parsed_header_bytes = 0
+        """Bytes of the URL and headers the parser handed over for the current request."""
+        self.refused = False
+        """The current request's headers were refused (431): the parser's later callbacks
+        for it start nothing."""
         self.messages_begun = 0
 
     # --- deadline bookkeeping ---
@@ -101,10 +111,16 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         detail = f"the request's {phase} did not arrive within {seconds:g} s"
         self._close(phase, self._problem(408, "Request timeout", detail))
 
-    def _count_header_bytes(self, count: int) -> None:
-        """Add ``count`` bytes of headers; past ``MAX_HEADER_BYTES``, 431 and close."""
-        self.header_bytes += count
-        if self.header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+    def _count_header_bytes(self, *, read: int = 0, parsed: int = 0) -> None:
+        """Add ``read`` bytes of header-only reads and ``parsed`` bytes of parsed URL and
+        headers; past ``MAX_HEADER_BYTES`` either way, 431 and close."""
+        self.header_bytes += read
+        self.parsed_header_bytes += parsed
+        too_large = max(self.header_bytes, self.parsed_header_bytes) > MAX_HEADER_BYTES
+        if too_large and not self.refused:
+            self.refused = True
+            if self.transport.is_closing():
+                return
             self.logger.info("Closing a connection from %s: headers too large.", self.client)
             detail = f"the request line and headers exceed {MAX_HEADER_BYTES} bytes"
             self._close("headers", self._problem(431, "Request header fields too large", detail))
@@ -128,7 +144,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         """A complete problem+json response that closes the connection."""
         body = json.dumps(
             {
-                "type": TYPE_BASE + title.lower().replace(" ", "-"),
+                "type": problem_type(title),
                 "title": title,
                 "status": status,
                 "detail": detail,
@@ -165,24 +181,41 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         phase, begun = self.phase, self.messages_begun
         super().data_received(data)
         if phase == self.phase == "headers" and begun == self.messages_begun:
-            self._count_header_bytes(len(data))  # the whole read was headers
+            self._count_header_bytes(read=len(data))  # the whole read was headers
 
     def on_message_begin(self) -> None:
         """A request begins (possibly pipelined after another in the same read)."""
         self.messages_begun += 1
+        self.parsed_header_bytes = 0
         self._start_headers()
         super().on_message_begin()
 
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._count_header_bytes(parsed=len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self._count_header_bytes(parsed=len(name) + len(value))
+
     def on_headers_complete(self) -> None:
         """Headers in: the body deadline replaces the header deadline (none once upgraded
-        to a WebSocket, which is no longer this protocol's)."""
+        to a WebSocket, which is no longer this protocol's). Refused headers start no
+        request."""
+        if self.refused:
+            return
         super().on_headers_complete()
         if self.parser.should_upgrade() and self._should_upgrade():
             self._disarm()
         else:
             self._arm("body", self.body_timeout_s)
 
+    def on_body(self, body: bytes) -> None:
+        if not self.refused:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
         """The whole request is in: nothing is due from the client until the next one."""
         self._disarm()
-        super().on_message_complete()
+        if not self.refused:
+            super().on_message_complete()

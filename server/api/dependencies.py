@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.api.runtime import Runtime
@@ -55,7 +56,16 @@ SELF_ROUTES = frozenset({"/v1/whoami", "/v1/auth/refresh"})
 """Routes about the token itself, which a session-scoped token may call too."""
 
 
-async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> Principal:
+BEARER = HTTPBearer(
+    auto_error=False,  # a missing token is our own 401 problem, not FastAPI's 403
+    description="An access token from `POST /v1/auth/token` (exchange an API key).",
+)
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
+
+
+async def authenticate(
+    request: Request, runtime: RuntimeDep, db: DbSession, credentials: BearerCredentials
+) -> Principal:
     """The principal of the request's bearer token: 429 (before anything is verified) if
     the client address has had too many refused authentications; 401 if the token is
     missing, invalid, expired or revoked (counted against the address); 429 past the API
@@ -63,7 +73,7 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
     (except on ``SELF_ROUTES``)."""
     failures = failure_limit(runtime.settings, client_address(request))
     async with refusals_counted(runtime.limiter, failures):
-        principal = await _verified_principal(request, runtime, db)
+        principal = await _verified_principal(credentials, runtime, db)
     request.state.principal = principal
     await runtime.limiter.hit(*request_limits(runtime.settings, principal))
     route = request.scope.get("route")
@@ -74,14 +84,15 @@ async def authenticate(request: Request, runtime: RuntimeDep, db: DbSession) -> 
     return principal
 
 
-async def _verified_principal(request: Request, runtime: Runtime, db: AsyncSession) -> Principal:
+async def _verified_principal(
+    credentials: HTTPAuthorizationCredentials | None, runtime: Runtime, db: AsyncSession
+) -> Principal:
     """The principal of a valid, unrevoked bearer token; ``Unauthorized`` otherwise."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    token = credentials.credentials.strip() if credentials is not None else ""
+    if not token:
         raise Unauthorized("a bearer token is required (POST /v1/auth/token)")
     try:
-        claims = runtime.codec.verify(token.strip())
+        claims = runtime.codec.verify(token)
     except InvalidToken:
         raise Unauthorized("invalid or expired token") from None
     if await is_revoked_recently_checked(db, claims=claims):
@@ -111,6 +122,7 @@ SessionsReader = Annotated[Principal, require(Permission.SESSIONS_READ)]
 SessionsCreator = Annotated[Principal, require(Permission.SESSIONS_CREATE)]
 SessionsDriver = Annotated[Principal, require(Permission.SESSIONS_DRIVE)]
 SessionsAborter = Annotated[Principal, require(Permission.SESSIONS_ABORT)]
+OwnSessionsAborter = Annotated[Principal, require(Permission.SESSIONS_ABORT_OWN)]
 AllSessionsLister = Annotated[Principal, require(Permission.SESSIONS_LIST_ALL)]
 LeaderboardReader = Annotated[Principal, require(Permission.LEADERBOARD_READ)]
 AnchorDesignator = Annotated[Principal, require(Permission.LEADERBOARD_ANCHOR)]

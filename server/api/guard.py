@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.api.problems import problem
+from server.errors import BadRequest, ContentTooLarge, InvalidInput, ProctorError
 
 MAX_REPORTED = 5
 """Problems named in one 422 (the rest are counted)."""
@@ -57,7 +58,7 @@ class RequestGuard:
             return
         refusal = url_problem(scope)
         if refusal is not None:
-            await _refuse(scope, send, status=400, title="Bad request", detail=refusal)
+            await _refuse(scope, send, BadRequest, detail=refusal)
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.limits.max_body_bytes:
@@ -76,7 +77,7 @@ class RequestGuard:
             else body_problems(body, max_depth=self.limits.max_json_depth)
         )
         if problems:
-            await _refuse(scope, send, status=422, title="Invalid input", detail=_summary(problems))
+            await _refuse(scope, send, InvalidInput, detail=_summary(problems))
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -84,8 +85,7 @@ class RequestGuard:
         await _refuse(
             scope,
             send,
-            status=413,
-            title="Content too large",
+            ContentTooLarge,
             detail=f"the request body exceeds {self.limits.max_body_bytes} bytes",
             headers={"Connection": "close"},
         )
@@ -306,13 +306,14 @@ def _printable(text: str, limit: int = 200) -> str:
 async def _refuse(
     scope: Scope,
     send: Send,
+    kind: type[ProctorError],
     *,
-    status: int,
-    title: str,
     detail: str,
     headers: dict[str, str] | None = None,
 ) -> None:
-    response = problem(Request(scope), status=status, title=title, detail=detail, headers=headers)
+    response = problem(
+        Request(scope), status=kind.status, title=kind.title, detail=detail, headers=headers
+    )
     await response(scope, _no_receive, send)
 
 

@@ -13,11 +13,18 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlch
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from server.errors import ProctorError, TooManyRequests
+from server.errors import (
+    InvalidInput,
+    MethodNotAllowed,
+    NotFound,
+    ProctorError,
+    ServiceUnavailable,
+    TooManyRequests,
+    problem_type,
+)
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
-TYPE_BASE = "https://proctor.dev/problems/"
 RETRY_AFTER_S = 2
 """What a 503 for an unavailable database tells the client to wait before retrying."""
 UNAVAILABLE_SQLSTATES = ("08", "57P", "53300")
@@ -37,7 +44,7 @@ def problem(
     **extra: Any,
 ) -> JSONResponse:
     body = {
-        "type": TYPE_BASE + title.lower().replace(" ", "-"),
+        "type": problem_type(title),
         "title": title,
         "status": status,
         "detail": detail,
@@ -67,12 +74,15 @@ async def validation_error(request: Request, error: Exception) -> JSONResponse:
         for e in error.errors()
     ]
     where = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors[:5])
-    return problem(request, status=422, title="Invalid input", detail=where, errors=errors)
+    return problem(
+        request, status=InvalidInput.status, title=InvalidInput.title, detail=where, errors=errors
+    )
 
 
 async def http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
-    title = {404: "Not found", 405: "Method not allowed"}.get(error.status_code, "HTTP error")
+    known = {NotFound.status: NotFound.title, MethodNotAllowed.status: MethodNotAllowed.title}
+    title = known.get(error.status_code, "HTTP error")
     return problem(
         request,
         status=error.status_code,
@@ -140,8 +150,8 @@ def database_unavailable(request: Request, error: BaseException) -> JSONResponse
     log.warning("database unavailable on %s %s: %s", request.method, request.url.path, summary)
     return problem(
         request,
-        status=503,
-        title="Service unavailable",
+        status=ServiceUnavailable.status,
+        title=ServiceUnavailable.title,
         detail="the database is unavailable; retry shortly",
         headers={"Retry-After": str(RETRY_AFTER_S)},
     )
@@ -157,7 +167,9 @@ async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
 
 def internal_error(request: Request, error: BaseException) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
-    return problem(request, status=500, title="Internal error", detail="internal error")
+    return problem(
+        request, status=ProctorError.status, title=ProctorError.title, detail="internal error"
+    )
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -15,7 +15,7 @@ from server.audit.service import read_audit as read_audit_rows
 router = APIRouter(tags=["audit"])
 
 
-@router.get("/v1/admin/audit", response_model=list[AuditOut])
+@router.get("/v1/admin/audit", response_model=list[AuditOut], operation_id="audit.log")
 async def read_audit(
     db: DbSession,
     _: AuditReader,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from server.api.dependencies import DbSession, RuntimeDep, SelfReader, TokensRevoker
+from server.api.openapi import answers
 from server.auth import service
 from server.auth.schemas import RevokeRequest, RevokeResponse, TokenRequest, TokenResponse, WhoAmI
 from server.auth.throttle import (
@@ -13,11 +14,13 @@ from server.auth.throttle import (
     failure_limit,
     refusals_counted,
 )
+from server.errors import NotFound, TooManyRequests, Unauthorized
 
 router = APIRouter(tags=["auth"])
 
 
-@router.post("/v1/auth/token", response_model=TokenResponse)
+@router.post("/v1/auth/token", response_model=TokenResponse, operation_id="auth.token")
+@answers(Unauthorized, TooManyRequests)
 async def issue_token(
     body: TokenRequest, request: Request, runtime: RuntimeDep, db: DbSession
 ) -> TokenResponse:
@@ -33,7 +36,7 @@ async def issue_token(
     return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
 
 
-@router.post("/v1/auth/refresh", response_model=TokenResponse)
+@router.post("/v1/auth/refresh", response_model=TokenResponse, operation_id="auth.refresh")
 async def refresh(db: DbSession, runtime: RuntimeDep, principal: SelfReader) -> TokenResponse:
     """Trade a valid token for a fresh one with the same scope. The old one is revoked, and
     with it the leases it held on sessions: the new token (or, if this response is lost, a
@@ -42,13 +45,14 @@ async def refresh(db: DbSession, runtime: RuntimeDep, principal: SelfReader) -> 
     return TokenResponse(access_token=token, expires_in=claims.exp - claims.iat)
 
 
-@router.get("/v1/whoami", response_model=WhoAmI)
+@router.get("/v1/whoami", response_model=WhoAmI, operation_id="auth.whoami")
 async def whoami(principal: SelfReader) -> WhoAmI:
     """Who the bearer token stands for."""
     return WhoAmI.model_validate(principal, from_attributes=True)
 
 
-@router.post("/v1/admin/tokens/revoke", response_model=RevokeResponse)
+@router.post("/v1/admin/tokens/revoke", response_model=RevokeResponse, operation_id="auth.revoke")
+@answers(NotFound)
 async def revoke(body: RevokeRequest, db: DbSession, _: TokensRevoker) -> RevokeResponse:
     """Revoke one token (``jti``) or an API key with every token issued for it (``key_id``)."""
     return RevokeResponse(revoked=await service.revoke(db, jti=body.jti, key_id=body.key_id))

@@ -35,6 +35,10 @@ class Permission(StrEnum):
     SESSIONS_DRIVE = "sessions:drive"
     """Take items and submit answers."""
     SESSIONS_ABORT = "sessions:abort"
+    """Abort any organisation's session (``/v1/admin/sessions/{id}/abort``)."""
+    SESSIONS_ABORT_OWN = "sessions:abort-own"
+    """Abort a session of one's own organisation (a broken run must not hold the quota
+    until its deadline)."""
     SESSIONS_LIST_ALL = "sessions:list-all"
     TOKENS_REVOKE = "tokens:revoke"
     AUDIT_READ = "audit:read"
@@ -79,6 +83,7 @@ _OWN_ORG_WORK = frozenset(
         Permission.SESSIONS_READ,
         Permission.SESSIONS_CREATE,
         Permission.SESSIONS_DRIVE,
+        Permission.SESSIONS_ABORT_OWN,
         Permission.LEADERBOARD_READ,
     }
 )

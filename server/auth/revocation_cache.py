@@ -1,6 +1,11 @@
 """A per-process memory of tokens recently found live, so that a request does not always
 ask the database whether its token was revoked (``server.auth.service.is_revoked``).
 
+A token is remembered by its whole verified claim set, never by its ``jti`` alone: a token
+that reuses a live ``jti`` with another subject, organisation, role or session is another
+token and is checked in full (it could otherwise borrow the live token's verdict that its
+key is live and that its platform role belongs to the operator).
+
 Staleness bound: a token found live is trusted for ``LIVE_FOR_S`` seconds (5 s) in this
 process without asking again. A revocation made through this process
 (``server.auth.service.revoke_token`` / ``revoke_api_key``: the API, the console) clears
@@ -20,7 +25,7 @@ refuses a revoked holder in SQL (``server.sessions.service``), exactly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 LIVE_FOR_S = 5.0
 """How long a token found live is trusted without asking the database (the staleness
@@ -30,7 +35,8 @@ MAX_ENTRIES = 100_000
 
 
 class RevocationCache:
-    """Token ids (``jti``) found live, with when; see the module docstring."""
+    """Tokens (their verified claim sets) found live, with when; see the module
+    docstring."""
 
     def __init__(
         self,
@@ -42,28 +48,28 @@ class RevocationCache:
         self.live_for_s = live_for_s
         self.max_entries = max_entries
         self._clock = clock
-        self._live: dict[str, float] = {}
+        self._live: dict[Hashable, float] = {}
         self.generation = 0
         """Incremented by every revocation this process makes (``forget_all``)."""
 
-    def is_known_live(self, jti: str) -> bool:
-        """Whether ``jti`` was found live less than ``live_for_s`` seconds ago."""
-        found = self._live.get(jti)
+    def is_known_live(self, token: Hashable) -> bool:
+        """Whether ``token`` was found live less than ``live_for_s`` seconds ago."""
+        found = self._live.get(token)
         if found is None:
             return False
         if self._clock() - found < self.live_for_s:
             return True
-        del self._live[jti]
+        del self._live[token]
         return False
 
-    def remember_live(self, jti: str, *, generation: int) -> None:
-        """Remember ``jti`` as live, unless a revocation happened since ``generation``
+    def remember_live(self, token: Hashable, *, generation: int) -> None:
+        """Remember ``token`` as live, unless a revocation happened since ``generation``
         (the value of ``self.generation`` when the database was asked)."""
         if generation != self.generation:
             return
         if len(self._live) >= self.max_entries:
             self._live.clear()
-        self._live[jti] = self._clock()
+        self._live[token] = self._clock()
 
     def forget_all(self) -> None:
         """A token or key is being revoked: trust nothing remembered."""

@@ -125,13 +125,13 @@ async def is_revoked_recently_checked(session: AsyncSession, *, claims: TokenCla
     """``is_revoked``, answered without the database for a token this process found live
     less than ``revocation_cache.LIVE_FOR_S`` seconds ago (5 s): a revocation made through
     this process counts at once, one made by another process within that bound (see
-    ``server.auth.revocation_cache``)."""
-    if REVOCATIONS.is_known_live(claims.jti):
+    ``server.auth.revocation_cache``). The memory is keyed by the whole claim set."""
+    if REVOCATIONS.is_known_live(claims):
         return False
     generation = REVOCATIONS.generation
     if await is_revoked(session, claims=claims):
         return True
-    REVOCATIONS.remember_live(claims.jti, generation=generation)
+    REVOCATIONS.remember_live(claims, generation=generation)
     return False
 
 

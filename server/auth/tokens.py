@@ -51,12 +51,18 @@ class KeyConfigurationError(Exception):
     """The signing configuration is unsafe or incomplete; the server must not start."""
 
 
+API_KEY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+"""What a token's ``sub`` may be: an API key id as ``str(uuid.UUID)`` writes it."""
+
+
 class TokenClaims(BaseModel):
     """The claims of a Proctor access token, validated strictly after decoding."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    sub: StrictStr = Field(min_length=1, max_length=64)
+    sub: StrictStr = Field(pattern=API_KEY_ID)
+    """The API key's id (``str(uuid)``): nothing else, so no control character (a NUL
+    once reached the audit insert) can stand for a subject."""
     org: uuid.UUID
     role: Role
     iss: StrictStr

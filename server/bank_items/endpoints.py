@@ -14,8 +14,10 @@ from fastapi import APIRouter, Path, Query
 
 from bank.models import ItemStatus
 from server.api.dependencies import BankHealthReader, BankReviewer, DbSession
+from server.api.openapi import answers
 from server.bank_items import service
 from server.bank_items.schemas import BankItemOut, ItemHistoryOut, ReviewIn, ReviewOut
+from server.errors import Conflict
 
 router = APIRouter(tags=["bank review"])
 ItemId = Annotated[uuid.UUID, Path(description="Item id (a UUID).")]
@@ -23,7 +25,9 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 Discipline = Annotated[str | None, Query(min_length=1, max_length=100)]
 
 
-@router.get("/v1/admin/bank/items", response_model=list[BankItemOut])
+@router.get(
+    "/v1/admin/bank/items", response_model=list[BankItemOut], operation_id="bank.list_items"
+)
 async def list_items(
     db: DbSession,
     principal: BankHealthReader,
@@ -46,7 +50,12 @@ async def list_items(
     )
 
 
-@router.post("/v1/admin/bank/items/{item_id}/review", response_model=ReviewOut)
+@router.post(
+    "/v1/admin/bank/items/{item_id}/review",
+    response_model=ReviewOut,
+    operation_id="bank.review_item",
+)
+@answers(Conflict)
 async def review_item(
     item_id: ItemId, body: ReviewIn, db: DbSession, principal: BankReviewer
 ) -> ReviewOut:
@@ -58,7 +67,11 @@ async def review_item(
     return await service.review(db, principal=principal, item_id=item_id, body=body)
 
 
-@router.get("/v1/admin/bank/items/{item_id}/history", response_model=ItemHistoryOut)
+@router.get(
+    "/v1/admin/bank/items/{item_id}/history",
+    response_model=ItemHistoryOut,
+    operation_id="bank.item_history",
+)
 async def item_history(
     item_id: ItemId, db: DbSession, principal: BankHealthReader
 ) -> ItemHistoryOut:

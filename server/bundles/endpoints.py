@@ -40,6 +40,7 @@ EXAMPLE = (
         },
         404: {"description": "No such session."},
     },
+    operation_id="audit.bundle",
 )
 async def session_bundle_route(
     session_id: SessionId, db: DbSession, runtime: RuntimeDep, _: AuditReader

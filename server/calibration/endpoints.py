@@ -30,7 +30,7 @@ from server.scoring.models import JudgeCalibration
 router = APIRouter(tags=["judges"])
 
 
-@router.get("/v1/admin/judges", response_model=JudgesOut)
+@router.get("/v1/admin/judges", response_model=JudgesOut, operation_id="judges.list")
 async def read_judges(db: DbSession, runtime: RuntimeDep, _: JudgeReader) -> JudgesOut:
     """Every configured judge: its gate status with the figures and intervals it was judged
     on, whether it is drifting, and which judge is the default."""
@@ -63,13 +63,22 @@ async def read_judges(db: DbSession, runtime: RuntimeDep, _: JudgeReader) -> Jud
     )
 
 
-@router.get("/v1/admin/calibration-sets", response_model=list[CalibrationSetOut])
+@router.get(
+    "/v1/admin/calibration-sets",
+    response_model=list[CalibrationSetOut],
+    operation_id="judges.list_calibration_sets",
+)
 async def list_calibration_sets(db: DbSession, _: JudgeReader) -> list[CalibrationSetOut]:
     """Every version of every calibration set, newest first (never their answers)."""
     return [CalibrationSetOut.model_validate(s) for s in await service.list_sets(db)]
 
 
-@router.post("/v1/admin/calibration-sets", response_model=CalibrationSetOut, status_code=201)
+@router.post(
+    "/v1/admin/calibration-sets",
+    response_model=CalibrationSetOut,
+    status_code=201,
+    operation_id="judges.create_calibration_set",
+)
 async def create_calibration_set(
     body: CalibrationSetIn, db: DbSession, principal: JudgeManager
 ) -> CalibrationSetOut:
@@ -83,7 +92,11 @@ async def create_calibration_set(
     return CalibrationSetOut.model_validate(record)
 
 
-@router.get("/v1/admin/calibration-sets/{set_id}/runs", response_model=list[CalibrationRunOut])
+@router.get(
+    "/v1/admin/calibration-sets/{set_id}/runs",
+    response_model=list[CalibrationRunOut],
+    operation_id="judges.calibration_runs",
+)
 async def list_calibration_runs(
     db: DbSession,
     _: JudgeReader,

@@ -283,15 +283,17 @@ def _peers(values: list[str]) -> dict[str, list[dict[str, float]]]:
 def _write_items_csv(report: HealthReport, path: Path) -> None:
     columns = ["item_id", "n", "p", "difficulty", "point_biserial", "spearman", "cas"]
     columns += ["cas_kfold", "inversions", "pairs", "cad", "separation", "flags"]
+    from server.csv_export import safe_row
+
     try:
         with path.open("w", newline="", encoding="utf-8") as out:
             writer = csv.writer(out)
-            writer.writerow(columns)
+            writer.writerow(safe_row(columns))
             for item_id, row in report.items.items():
                 d = row["discrimination"]
                 flat = {**row, "point_biserial": d["point_biserial"], "spearman": d["spearman"]}
                 flat["flags"] = ";".join(row["flags"])
-                writer.writerow([item_id, *(_cell(flat[c]) for c in columns[1:])])
+                writer.writerow(safe_row([item_id, *(_cell(flat[c]) for c in columns[1:])]))
     except OSError as error:
         fail(f"--items-csv: cannot write {path}: {error}")
 

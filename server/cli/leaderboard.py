@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -149,14 +148,11 @@ def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardDa
 
 
 def _write_csv(path: Path, data: LeaderboardData) -> None:
+    from server.csv_export import write_rows
     from server.leaderboard.schemas import CSV_COLUMNS, csv_rows
 
-    rows = csv_rows(data)
-    columns = [*CSV_COLUMNS, *data.board.disciplines]
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+        write_rows(handle, [*CSV_COLUMNS, *data.board.disciplines], csv_rows(data))
 
 
 def _cell(value: float | None, digits: int = 2) -> str:

@@ -71,11 +71,14 @@ def same_token(given: object, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode())
 
 
-def same_origin(origin: str | None, *, host: str | None) -> bool:
-    """Whether a request's ``Origin`` header names this server's ``Host`` (an absent header
-    passes: the CSRF token decides). Browsers send it on every form POST, so a cross-site
-    form fails here before its token is even looked at. The scheme is not compared: behind
-    a TLS-terminating proxy the browser's is https and ours http."""
+def same_origin(origin: str | None, *, host: str | None, required: bool = False) -> bool:
+    """Whether a request's ``Origin`` header names this server's ``Host``. An absent header
+    passes unless ``required`` (then the CSRF token of the login decides); the login form
+    requires it, because before a login there is no session-bound token yet and a planted
+    pre-login cookie pair must not log a victim in under someone else's key (login CSRF).
+    Browsers send it on every form POST, so a cross-site form fails here before its token
+    is even looked at. The scheme is not compared: behind a TLS-terminating proxy the
+    browser's is https and ours http."""
     if origin is None:
-        return True
+        return not required
     return host is not None and urlsplit(origin).netloc == host

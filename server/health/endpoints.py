@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from bank.models import HealthSnapshot
 from server.api.dependencies import BankHealthReader, DbSession
+from server.api.openapi import answers
 from server.errors import NotFound
 from server.health.schemas import HealthOut, SnapshotSummaryOut
 from server.health.service import latest_snapshot
@@ -25,7 +26,8 @@ class ItemsShown(StrEnum):
     NONE = "none"
 
 
-@router.get("/v1/admin/bank/health", response_model=HealthOut)
+@router.get("/v1/admin/bank/health", response_model=HealthOut, operation_id="bank.health")
+@answers(NotFound)
 async def read_health(
     db: DbSession,
     _: BankHealthReader,
@@ -48,7 +50,11 @@ async def read_health(
     )
 
 
-@router.get("/v1/admin/bank/health/history", response_model=list[SnapshotSummaryOut])
+@router.get(
+    "/v1/admin/bank/health/history",
+    response_model=list[SnapshotSummaryOut],
+    operation_id="bank.health_history",
+)
 async def read_health_history(
     db: DbSession,
     _: BankHealthReader,

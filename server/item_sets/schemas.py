@@ -4,23 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Union
 
-from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypeAliasType
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from bank.item_sets import MAX_NAME
 from server.api.bodies import RequestBody
-
-if TYPE_CHECKING:
-    from pydantic import JsonValue as RuleValue
-else:
-    # pydantic's JsonValue documents as ``{}`` (anything); this spells the JSON types out,
-    # so the OpenAPI document says what a rule may hold
-    RuleValue = TypeAliasType(
-        "RuleValue",
-        Union[bool, int, float, str, list["RuleValue"], dict[str, "RuleValue"], None],  # noqa: UP007
-    )
 
 MAX_SET_ITEMS = 100_000
 """Most item ids one request may name (the body limit usually binds first)."""
@@ -33,7 +21,10 @@ class ItemSetIn(RequestBody):
     name: str = Field(min_length=1, max_length=MAX_NAME)
     """1 to 100 printable characters, no surrounding spaces; unique."""
     item_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_SET_ITEMS)
-    rule: dict[str, RuleValue] | None = None
+    rule: dict[str, JsonValue] | None = None
+    """Documented as an object of any values: a recursive union of the JSON types would say
+    more, but client generators (openapi-python-client) cannot parse the recursion and
+    drop the operations that use it."""
 
 
 class ItemSetOut(BaseModel):
@@ -44,7 +35,7 @@ class ItemSetOut(BaseModel):
     id: uuid.UUID
     name: str
     n_items: int
-    rule: dict[str, RuleValue]
+    rule: dict[str, JsonValue]
     created_by: str
     """The API key that saved it (``cli`` from the command line)."""
     created_at: datetime

@@ -7,18 +7,21 @@ and auditors see all of them (latency, cost, contamination, organisations).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardReader, RuntimeDep
+from server.api.openapi import answers
 from server.auth.permissions import Permission
+from server.errors import NotFound
 from server.leaderboard import service
 from server.leaderboard.schemas import (
     AnchorIn,
     AnchorOut,
     DisciplinesOut,
     LeaderboardOut,
+    LeaderboardView,
     Visibility,
     disciplines_out,
     leaderboard_out,
@@ -32,15 +35,16 @@ router = APIRouter(tags=["leaderboard"])
     "/v1/leaderboard",
     response_model=LeaderboardOut | DisciplinesOut,
     response_model_exclude_unset=True,
+    operation_id="leaderboard.get",
 )
 async def read_leaderboard(
     db: DbSession,
     runtime: RuntimeDep,
     principal: LeaderboardReader,
     view: Annotated[
-        Literal["models", "disciplines"],
+        LeaderboardView,
         Query(description="`models`: one row per model; `disciplines`: models per discipline."),
-    ] = "models",
+    ] = LeaderboardView.MODELS,
     judge: Annotated[
         str | None,
         Query(max_length=100, description="One judge's view (default: the configured judges)."),
@@ -69,12 +73,14 @@ async def read_leaderboard(
         baselines=baselines,
         diagnostics=diagnostics,
     )
-    if view == "disciplines":
+    if view is LeaderboardView.DISCIPLINES:
         return disciplines_out(data, visibility)
     return leaderboard_out(data, visibility)
 
 
-@router.get("/v1/leaderboard/anchors", response_model=list[AnchorOut])
+@router.get(
+    "/v1/leaderboard/anchors", response_model=list[AnchorOut], operation_id="leaderboard.anchors"
+)
 async def read_anchor_history(db: DbSession, _: LeaderboardReader) -> list[AnchorOut]:
     """Every anchor designation, newest (current) first; empty: the top model anchors."""
     return [
@@ -82,7 +88,10 @@ async def read_anchor_history(db: DbSession, _: LeaderboardReader) -> list[Ancho
     ]
 
 
-@router.put("/v1/admin/leaderboard/anchor", response_model=AnchorOut)
+@router.put(
+    "/v1/admin/leaderboard/anchor", response_model=AnchorOut, operation_id="leaderboard.set_anchor"
+)
+@answers(NotFound)
 async def designate_anchor(
     body: AnchorIn,
     db: DbSession,

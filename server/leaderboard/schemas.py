@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -327,6 +328,13 @@ class AnchorOut(BaseModel):
 # --------------------------------------------------------------------------- #
 
 
+class LeaderboardView(StrEnum):
+    """What ``GET /v1/leaderboard`` lists: one row per model, or models per discipline."""
+
+    MODELS = "models"
+    DISCIPLINES = "disciplines"
+
+
 @dataclass(frozen=True, slots=True)
 class Visibility:
     """The leaderboard fields one reader may see (``fields`` None: every field)."""
@@ -336,10 +344,10 @@ class Visibility:
     def shows(self, name: str) -> bool:
         return self.fields is None or name in self.fields
 
-    def refuse_hidden(self, *, view: str, baselines: bool, diagnostics: bool) -> None:
+    def refuse_hidden(self, *, view: LeaderboardView, baselines: bool, diagnostics: bool) -> None:
         """``Forbidden`` if the request asks for a part this reader may not see."""
         asked = {
-            "disciplines": view == "disciplines",
+            "disciplines": view is LeaderboardView.DISCIPLINES,
             "baselines": baselines,
             "diagnostics": diagnostics,
         }
@@ -549,7 +557,7 @@ def leaderboard_out(data: LeaderboardData, visibility: Visibility) -> Leaderboar
 
 def disciplines_out(data: LeaderboardData, visibility: Visibility) -> DisciplinesOut:
     """The per-discipline view (``Forbidden`` unless ``disciplines`` is visible)."""
-    visibility.refuse_hidden(view="disciplines", baselines=False, diagnostics=False)
+    visibility.refuse_hidden(view=LeaderboardView.DISCIPLINES, baselines=False, diagnostics=False)
     document = disciplines_json(data)
     if not visibility.shows("name"):
         for block in document["disciplines"]:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from server.api.dependencies import AuditReader, DbSession, RuntimeDep
+from server.api.openapi import answers
 from server.errors import NotFound
 from server.ledger.chain import Log
 from server.ledger.models import ChainCheckpoint
@@ -17,7 +18,9 @@ from server.ledger.schemas import CheckpointOut, SigningKeyOut
 router = APIRouter(tags=["audit"])
 
 
-@router.get("/v1/audit/checkpoints", response_model=list[CheckpointOut])
+@router.get(
+    "/v1/audit/checkpoints", response_model=list[CheckpointOut], operation_id="audit.checkpoints"
+)
 async def read_checkpoints(
     db: DbSession,
     _: AuditReader,
@@ -36,7 +39,8 @@ async def read_checkpoints(
     return [CheckpointOut.model_validate(row) for row in rows]
 
 
-@router.get("/v1/audit/signing-key", response_model=SigningKeyOut)
+@router.get("/v1/audit/signing-key", response_model=SigningKeyOut, operation_id="audit.signing_key")
+@answers(NotFound)
 async def read_signing_key(runtime: RuntimeDep, _: AuditReader) -> SigningKeyOut:
     """The public key that verifies the checkpoints and session bundles (save it as a
     ``--public-key`` file). Auditors and admins only, like the checkpoints: every other

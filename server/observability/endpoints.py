@@ -54,7 +54,7 @@ class Readiness(BaseModel):
     redis: CheckStatus | None = None
 
 
-@router.get(HEALTHZ, response_model=Liveness)
+@router.get(HEALTHZ, response_model=Liveness, operation_id="operations.healthz")
 async def healthz() -> Liveness:
     """Liveness: 200 while the process answers."""
     return Liveness()
@@ -64,6 +64,7 @@ async def healthz() -> Liveness:
     READYZ,
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "A check failed."}},
+    operation_id="operations.readyz",
 )
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Readiness: the database reachable and migrated, Redis (if configured) reachable."""

@@ -15,6 +15,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from server.api.dependencies import AnswerReviewer, DbSession, JudgeReader, RuntimeDep
+from server.api.openapi import answers
+from server.errors import Conflict
 from server.ledger.results import CheckpointSigner
 from server.review import service
 from server.review.schemas import (
@@ -36,7 +38,7 @@ AGREEMENT_RESAMPLES = 2000
 """Bootstrap replicates of the agreement report's intervals."""
 
 
-@router.get("/v1/review/tasks", response_model=ReviewQueueOut)
+@router.get("/v1/review/tasks", response_model=ReviewQueueOut, operation_id="review.list_tasks")
 async def list_tasks(
     db: DbSession,
     principal: AnswerReviewer,
@@ -52,7 +54,9 @@ async def list_tasks(
     )
 
 
-@router.get("/v1/review/tasks/{task_id}", response_model=ReviewTaskOut)
+@router.get(
+    "/v1/review/tasks/{task_id}", response_model=ReviewTaskOut, operation_id="review.get_task"
+)
 async def show_task(task_id: TaskId, db: DbSession, principal: AnswerReviewer) -> ReviewTaskOut:
     """The task's question, reference answer, the model's answer and reasoning, and the
     judges' scores and reasons; blind: nothing says whose answer it is. 404 for a task you
@@ -60,7 +64,13 @@ async def show_task(task_id: TaskId, db: DbSession, principal: AnswerReviewer) -
     return await service.show_task(db, principal=principal, task_id=task_id)
 
 
-@router.post("/v1/review/tasks/{task_id}/score", response_model=ReviewScoreOut, status_code=201)
+@router.post(
+    "/v1/review/tasks/{task_id}/score",
+    response_model=ReviewScoreOut,
+    status_code=201,
+    operation_id="review.score",
+)
+@answers(Conflict)
 async def score_task(
     task_id: TaskId,
     body: ReviewScoreIn,
@@ -81,13 +91,16 @@ async def score_task(
     )
 
 
-@router.post("/v1/review/tasks/{task_id}/skip", response_model=ReviewSkipOut)
+@router.post(
+    "/v1/review/tasks/{task_id}/skip", response_model=ReviewSkipOut, operation_id="review.skip"
+)
+@answers(Conflict)
 async def skip_task(task_id: TaskId, db: DbSession, principal: AnswerReviewer) -> ReviewSkipOut:
     """Pass on a task: it is not offered to you again (others still see it)."""
     return await service.skip_task(db, principal=principal, task_id=task_id)
 
 
-@router.get("/v1/review/agreement", response_model=AgreementOut)
+@router.get("/v1/review/agreement", response_model=AgreementOut, operation_id="review.agreement")
 async def agreement(db: DbSession, principal: JudgeReader) -> AgreementOut:
     """Reviewer-vs-reviewer agreement on dual-reviewed answers, and judge-vs-human agreement
     per judge, per (judge, discipline) and per (judge, model family): n, exact agreement,

@@ -15,7 +15,11 @@ from server.sample_audit.schemas import SampleAuditOut
 router = APIRouter(tags=["audit"])
 
 
-@router.get("/v1/audit/sessions/{session_id}/sample", response_model=SampleAuditOut)
+@router.get(
+    "/v1/audit/sessions/{session_id}/sample",
+    response_model=SampleAuditOut,
+    operation_id="audit.sample",
+)
 async def audit_sample(
     session_id: uuid.UUID, db: DbSession, runtime: RuntimeDep, principal: AuditReader
 ) -> SampleAuditOut:

@@ -30,7 +30,9 @@ from server.sessions.service import get_session
 router = APIRouter(tags=["scoring"])
 
 
-@router.get("/v1/sessions/{session_id}/scoring", response_model=ScoringOut)
+@router.get(
+    "/v1/sessions/{session_id}/scoring", response_model=ScoringOut, operation_id="scoring.get"
+)
 async def read_scoring(
     session_id: SessionId,
     db: DbSession,
@@ -67,7 +69,11 @@ PANEL_AGREEMENT_ANSWERS = 100_000
 """The newest answers the panel agreement reads at most."""
 
 
-@router.get("/v1/admin/judges/panel-agreement", response_model=PanelAgreementOut)
+@router.get(
+    "/v1/admin/judges/panel-agreement",
+    response_model=PanelAgreementOut,
+    operation_id="scoring.panel_agreement",
+)
 async def read_panel_agreement(
     db: DbSession, runtime: RuntimeDep, _: JudgeReader
 ) -> PanelAgreementOut:

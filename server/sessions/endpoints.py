@@ -11,6 +11,7 @@ from fastapi import APIRouter, BackgroundTasks, Query, Response
 from server.api.dependencies import (
     AllSessionsLister,
     DbSession,
+    OwnSessionsAborter,
     RuntimeDep,
     SessionId,
     SessionsAborter,
@@ -18,7 +19,17 @@ from server.api.dependencies import (
     SessionsDriver,
     SessionsReader,
 )
+from server.api.openapi import answers
 from server.auth.permissions import Principal
+from server.errors import (
+    AlreadyAnswered,
+    Conflict,
+    NotFound,
+    NotPending,
+    QuotaExhausted,
+    SessionClosed,
+    SessionInUse,
+)
 from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions import adaptive, commitment, service
 from server.sessions.adaptive import AdaptiveRequest
@@ -42,7 +53,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-@router.post("/v1/sessions", response_model=SessionOut, status_code=201)
+@router.post(
+    "/v1/sessions", response_model=SessionOut, status_code=201, operation_id="sessions.create"
+)
+@answers(Conflict, NotFound, QuotaExhausted)
 async def create_session(
     body: SessionCreate, db: DbSession, runtime: RuntimeDep, principal: SessionsCreator
 ) -> SessionOut:
@@ -93,7 +107,7 @@ async def _sessions_out(
     return [_shown(SessionOut.of(r, commitment=committed[r.id]), principal) for r in records]
 
 
-@router.get("/v1/sessions", response_model=list[SessionOut])
+@router.get("/v1/sessions", response_model=list[SessionOut], operation_id="sessions.list")
 async def list_own_sessions(
     db: DbSession, principal: SessionsReader, limit: Limit = 100
 ) -> list[SessionOut]:
@@ -103,7 +117,7 @@ async def list_own_sessions(
     )
 
 
-@router.get("/v1/sessions/{session_id}", response_model=SessionOut)
+@router.get("/v1/sessions/{session_id}", response_model=SessionOut, operation_id="sessions.get")
 async def read_session(
     session_id: SessionId, db: DbSession, principal: SessionsReader
 ) -> SessionOut:
@@ -117,7 +131,9 @@ async def read_session(
     "/v1/sessions/{session_id}/next",
     response_model=ItemOut,
     responses={204: {"description": "Every item has been delivered and answered."}},
+    operation_id="sessions.next",
 )
+@answers(Conflict, SessionClosed, SessionInUse)
 async def next_item(
     session_id: SessionId, db: DbSession, runtime: RuntimeDep, principal: SessionsDriver
 ) -> ItemOut | Response:
@@ -130,7 +146,13 @@ async def next_item(
     return ItemOut.model_validate(item, from_attributes=True)
 
 
-@router.post("/v1/sessions/{session_id}/answers", response_model=AnswerAccepted, status_code=201)
+@router.post(
+    "/v1/sessions/{session_id}/answers",
+    response_model=AnswerAccepted,
+    status_code=201,
+    operation_id="sessions.answer",
+)
+@answers(AlreadyAnswered, NotPending, SessionClosed, SessionInUse)
 async def submit_answer(
     session_id: SessionId,
     body: AnswerIn,
@@ -161,7 +183,7 @@ async def submit_answer(
     return AnswerAccepted.model_validate(accepted, from_attributes=True)
 
 
-@router.get("/v1/admin/sessions", response_model=list[SessionOut])
+@router.get("/v1/admin/sessions", response_model=list[SessionOut], operation_id="sessions.list_all")
 async def admin_list_sessions(
     db: DbSession,
     principal: AllSessionsLister,
@@ -179,11 +201,32 @@ async def admin_list_sessions(
     )
 
 
-@router.post("/v1/admin/sessions/{session_id}/abort", response_model=SessionOut)
+@router.post(
+    "/v1/sessions/{session_id}/abort", response_model=SessionOut, operation_id="sessions.abort"
+)
+@answers(SessionClosed)
+async def abort_own_session(
+    session_id: SessionId, db: DbSession, principal: OwnSessionsAborter
+) -> SessionOut:
+    """Abort an open session of your organisation (a run that broke): it stops delivering,
+    its undelivered items go back to the pool, the delivered ones stay exposed, and the
+    organisation's session slot is free again. The reply shows what a read of the session
+    shows you, nothing more."""
+    record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())
+    return await _session_out(db, record, principal)
+
+
+@router.post(
+    "/v1/admin/sessions/{session_id}/abort",
+    response_model=SessionOut,
+    operation_id="sessions.admin_abort",
+)
+@answers(SessionClosed)
 async def admin_abort_session(
     session_id: SessionId, db: DbSession, principal: SessionsAborter
 ) -> SessionOut:
-    """Abort an open session; its undelivered items go back to the pool."""
+    """Abort an open session of any organisation; its undelivered items go back to the
+    pool."""
     record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())
     return SessionOut.of(record, commitment=await commitment.of_session(db, record))
 
@@ -191,7 +234,8 @@ async def admin_abort_session(
 @router.get(
     "/v1/sessions/{session_id}/commitment",
     response_model=CommitmentOut,
-    response_model_exclude_unset=True,  # the source exactly as recorded: no added nulls
+    response_model_exclude_unset=True,  # the source exactly as recorded: no added nulls,
+    operation_id="sessions.commitment",
 )
 async def read_commitment(
     session_id: SessionId, db: DbSession, principal: SessionsReader

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -56,6 +55,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bank.taxonomy import DEFAULT_TAXONOMY
 from tests.support.bank_keys import TEST_BANK_KEYS, install_test_keyring
+from tests.support.console import console_login
 
 JWT_SECRET = "bench-memory-" + "k3Wd8Qz1Lp6Rt0Yv" * 3
 TARGET_MB = 500.0
@@ -85,7 +85,6 @@ ADMIN_API = (
     "/v1/admin/sessions",
     "/v1/leaderboard?view=disciplines",
 )
-LOGIN_FIELD = re.compile(r'name="login_token" value="([^"]+)"')
 
 
 # --------------------------------------------------------------------------- #
@@ -313,15 +312,7 @@ async def vendor(base_url: str, key: str, model_id: str, session_items: int, tal
 async def admin(base_url: str, key: str, tally: Tally) -> None:
     """The console's pages and the admin's reads, once each."""
     async with httpx.AsyncClient(base_url=base_url, timeout=300) as client:
-        form = await client.get("/console/login")
-        match = LOGIN_FIELD.search(form.text)
-        if match is None:
-            tally.statuses["console login form missing"] += 1
-            return
-        login = await client.post(
-            "/console/login", data={"api_key": key, "login_token": match.group(1)}
-        )
-        tally.note("console login", login)
+        tally.note("console login", await console_login(client, key))
         for page in CONSOLE_PAGES:
             tally.note(page, await client.get(page))
         headers = await token_for(client, key)

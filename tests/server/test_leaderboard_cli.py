@@ -24,6 +24,9 @@ from tests.support.database import database_session
 from tests.support.fake_llm import running_fake_llm
 from tests.support.sessions import JUDGE_NAME as JUDGE
 
+FORMULA_NAME = "=cmd|' /C calc'!A0"
+"""A vendor's model name that a spreadsheet would run as a formula."""
+
 
 @pytest.fixture
 async def scored_world(world_db: tuple[str, World]) -> tuple[str, World, dict[str, str]]:
@@ -32,7 +35,7 @@ async def scored_world(world_db: tuple[str, World]) -> tuple[str, World, dict[st
     assert world.a.model_id is not None
     with running_fake_llm() as llm:
         async with running_api(settings_for(db_url, llm)) as (_, client):
-            other = await register(client, world.a.keys, "second")
+            other = await register(client, world.a.keys, FORMULA_NAME)
             plans: list[tuple[uuid.UUID, Callable[[int], bool]]] = [
                 (world.a.model_id, lambda p: p % 3 != 0),  # 2/3 right
                 (other, lambda p: p % 3 == 0),  # 1/3 right
@@ -83,6 +86,8 @@ async def test_leaderboard_json_table_disciplines_csv_and_anchor(
     assert float(rows[1]["absolute_ci_low"]) == pytest.approx(second["absolute"]["ci_low"])
     for discipline, score in top["disciplines"].items():
         assert float(rows[0][discipline]) == pytest.approx(score["score"])
+    # the vendor's name is text to the spreadsheet, not a formula (one writer for exports)
+    assert second["name"] == FORMULA_NAME and rows[1]["name"] == "'" + FORMULA_NAME
     view = json.loads(disciplines.stdout)
     assert {b["discipline"] for b in view["disciplines"]} == set(top["disciplines"])
 

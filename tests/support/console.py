@@ -12,11 +12,21 @@ LOGIN_FIELD = re.compile(r'name="login_token" value="([^"]+)"')
 
 async def console_login(client: httpx.AsyncClient, key: str) -> httpx.Response:
     """Log ``client`` in with API key ``key`` through the login form; the client keeps the
-    cookie. Returns the login POST's response (303 on success)."""
+    cookie. Returns the login POST's response (303 on success). Sends the ``Origin`` a
+    browser sends with the form (the login refuses a missing one)."""
     form = await client.get("/console/login")
     match = LOGIN_FIELD.search(form.text)
     assert match, form.text
-    return await client.post("/console/login", data={"api_key": key, "login_token": match.group(1)})
+    return await client.post(
+        "/console/login",
+        data={"api_key": key, "login_token": match.group(1)},
+        headers={"origin": own_origin(client)},
+    )
+
+
+def own_origin(client: httpx.AsyncClient) -> str:
+    """The ``Origin`` a browser on ``client``'s server sends: scheme and host."""
+    return f"{client.base_url.scheme}://{client.base_url.netloc.decode()}"
 
 
 def csrf_token(html: str) -> str:

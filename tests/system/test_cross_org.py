@@ -66,6 +66,7 @@ async def test_org_b_cannot_reach_org_a(api: tuple[httpx.AsyncClient, World, Fas
             ("GET", f"/v1/sessions/{sid}/next", None),
             ("POST", f"/v1/sessions/{sid}/answers", answer),
             ("GET", f"/v1/sessions/{sid}/scoring", None),
+            ("POST", f"/v1/sessions/{sid}/abort", None),
             ("POST", f"/v1/admin/sessions/{sid}/abort", None),
             ("GET", f"/v1/models/{world.a.model_id}", None),
             ("POST", "/v1/sessions", {"model_id": str(world.a.model_id)}),

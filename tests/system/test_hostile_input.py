@@ -540,7 +540,9 @@ class Env:
     drive: dict[str, str] = field(default_factory=dict)
     pending_items: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     """The last pending item seen per role, until a request may have answered it."""
-    abort_session: str = ""
+    abort_sessions: dict[tuple[str, str], str] = field(default_factory=dict)
+    """A one-item session per abort route and role (opened when first needed), so that
+    each route's valid request finds an open session to abort."""
     db_url: str = ""
     task_id: int | None = None
     """The open review task of the review routes (``review_task``)."""
@@ -575,6 +577,11 @@ class Env:
         response = self.helper("POST", "/v1/sessions", body, self.headers["admin"])
         assert response.status_code == 201, response.text
         return str(response.json()["id"])
+
+    def abort_session(self, path: str, role: str) -> str:
+        if (path, role) not in self.abort_sessions:
+            self.abort_sessions[path, role] = self.open_session(1)
+        return self.abort_sessions[path, role]
 
     def pending(self, role: str) -> tuple[str, int, str]:
         """The role's driving session and its pending item (a new session when done)."""
@@ -628,7 +635,7 @@ class Env:
             if name == "model_id":
                 values[name] = str(self.world.a.model_id)
             elif name == "session_id" and route.path.endswith("/abort"):
-                values[name] = self.abort_session
+                values[name] = self.abort_session(route.path, role)
             elif name == "session_id":
                 values[name] = self.drive[role]
             elif name == "item_id":
@@ -865,7 +872,6 @@ def env(backend: str, hostile_db: tuple[str, World, str | None]) -> Iterator[Env
             state.headers[role] = state.login(role)
         for role in FUZZ_ROLES:
             state.drive[role] = state.open_session(DRIVE_ITEMS)
-        state.abort_session = state.open_session(1)
         baseline_failures = []
         for route in ROUTES:
             allowed = []

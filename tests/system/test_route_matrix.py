@@ -61,6 +61,8 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     # the sample commitment: whoever reads the session (opened only once it is scored)
     ("GET", "/v1/sessions/{session_id}/commitment"): ALL,
     ("GET", "/v1/admin/sessions"): OVERSIGHT,
+    # a session's own organisation may abort it (a broken run frees its quota); admins any
+    ("POST", "/v1/sessions/{session_id}/abort"): WRITERS,
     ("POST", "/v1/admin/sessions/{session_id}/abort"): ADMIN,
     ("GET", "/v1/admin/audit"): OVERSIGHT,
     # the signed checkpoints of the chained logs: auditors and admins; the public key that
@@ -276,6 +278,10 @@ async def _abort(m: Matrix, role: str | None) -> Call:
     return Call(f"/v1/admin/sessions/{await m.fresh_session()}/abort")
 
 
+async def _abort_own(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/sessions/{await m.fresh_session()}/abort")
+
+
 async def _active_item(m: Matrix) -> str:
     """An active item of the bank (read as an admin)."""
     got = await m.client.get(
@@ -377,6 +383,7 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/sessions/{session_id}/scoring"): _scoring,
     ("GET", "/v1/sessions/{session_id}/commitment"): _commitment,
     ("GET", "/v1/admin/sessions"): static("/v1/admin/sessions"),
+    ("POST", "/v1/sessions/{session_id}/abort"): _abort_own,
     ("POST", "/v1/admin/sessions/{session_id}/abort"): _abort,
     ("GET", "/v1/admin/audit"): static("/v1/admin/audit"),
     ("GET", "/v1/audit/checkpoints"): static("/v1/audit/checkpoints"),

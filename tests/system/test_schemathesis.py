@@ -8,15 +8,15 @@ fresh bearer token of one role of organisation A (minted by the app's own codec 
 claims ``POST /v1/auth/token`` gave that role's key: ``Fuzz.headers``), and its response must
 
 * not be a server error (``not_a_server_error``),
+* carry a status and media type the document lists for the operation
+  (``status_code_conformance``, ``content_type_conformance``): every error, as
+  ``application/problem+json`` (``server.api.openapi``),
 * conform to the documented response schema and headers (``response_schema_conformance``,
-  ``response_headers_conformance``),
+  ``response_headers_conformance``): a ``Problem`` body, ``Retry-After`` on 429 and 503,
+  ``WWW-Authenticate`` on 401,
 * contain no item's answer or explanation (``no_answer_leak``, below), except where an
   admin reviews items (``REVIEW_ROUTES``): there admins see answers by design, and where
   oversight reads a session's record (``RECORD_ROUTES``), whose answers are the model's.
-
-``status_code_conformance`` and ``content_type_conformance`` are left out on purpose: the
-schema FastAPI generates documents only the success status and 422, while the API answers
-every error (401, 403, 404, 409, 429 and 422 too) as ``application/problem+json``.
 
 Random UUIDs rarely name anything, so every other request that carries a session or model
 id gets a real one of organisation A instead (sessions opened before fuzzing), and every
@@ -51,8 +51,10 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    status_code_conformance,
 )
 from sqlalchemy import select
 
@@ -263,7 +265,13 @@ schema = schemathesis.openapi.from_dict(create_app(test_settings("sqlite+aiosqli
 )
 def test_api_conforms_and_never_leaks(case: Any, fuzz: Fuzz) -> None:
     fuzz.use_real_ids(case)
-    checks = [not_a_server_error, response_schema_conformance, response_headers_conformance]
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+        response_headers_conformance,
+    ]
     reviewing = fuzz.role == "admin" and case.path.startswith(REVIEW_ROUTES)
     reading_a_record = fuzz.role in ("admin", "auditor") and case.path.startswith(RECORD_ROUTES)
     if not (reviewing or reading_a_record):

@@ -222,6 +222,32 @@ def test_headers_past_the_size_cap_are_refused(server: LiveServer) -> None:
     assert elapsed < HEADER_TIMEOUT_S
 
 
+def test_headers_completed_in_two_reads_are_counted_too(server: LiveServer) -> None:
+    """The read a request begins in and the read that completes its headers count as
+    well: a 70 KB header and a 467 KB token, each sent in two writes a moment apart, are
+    refused with 431 and never reach the application (no 401 for the token). A body, even
+    in the same write as its headers, is never counted."""
+    for pad in (70_000, 467_000):
+        head = b"GET /v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        request = head + b"a" * pad + b"\r\n\r\n"
+        half = len(request) // 2
+        with connect(server) as sock:
+            sock.sendall(request[:half])
+            time.sleep(0.2)  # the server reads the first half on its own
+            sent, answer = send_in_pieces(sock, request[half:], len(request))
+        assert answer.startswith(b"HTTP/1.1 431 "), (pad, sent, answer[:200])
+    body = b'{"api_key": "' + b"k" * 200_000 + b'"}'
+    post = (
+        b"POST /v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    with connect(server) as sock:
+        sock.sendall(post)
+        answer = read_response(sock)
+    assert not answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert answer.startswith(b"HTTP/1.1 4"), answer[:200]  # the body's own refusal
+
+
 def read_response(sock: socket.socket) -> bytes:
     """One response whose headers end within 64 KiB (bounded reads, 5 s socket timeout)."""
     data = b""

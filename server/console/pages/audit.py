@@ -23,6 +23,7 @@ from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission
 from server.console.dependencies import page
 from server.console.templating import render
+from server.csv_export import safe_row
 from server.errors import InvalidInput
 from server.orgs.models import Organisation
 from server.orgs.service import list_orgs
@@ -35,7 +36,6 @@ CSV_MAX_ROWS = 100_000
 FILTER_FIELDS = ("subject", "org", "session", "route", "exact", "status", "from", "to")
 MAX_FILTER = 200
 STATUS = re.compile(r"^([1-5])(?:xx|\d\d)$", re.IGNORECASE | re.ASCII)
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +162,6 @@ def _render(
     )
 
 
-def csv_cell(value: object) -> str:
-    """A CSV cell that a spreadsheet will not run as a formula (a leading ``= + - @``, tab
-    or carriage return gets a quote before it)."""
-    text = "" if value is None else value.isoformat() if isinstance(value, datetime) else str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
 @router.get("/console/audit.csv")
 async def audit_csv(
     request: Request,
@@ -182,13 +175,13 @@ async def audit_csv(
     parsed = parse_filters(request.query_params)
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(EXPORT_COLUMNS)
+    writer.writerow(safe_row(EXPORT_COLUMNS))
     written, capped = 0, False
     async for row in export_audit(db, filters=parsed.filters, limit=CSV_MAX_ROWS + 1):
         if written == CSV_MAX_ROWS:  # one row past the cap: more matched
             capped = True
             break
-        writer.writerow([csv_cell(value) for value in row])
+        writer.writerow(safe_row(row))
         written += 1
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Response(

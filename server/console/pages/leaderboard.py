@@ -9,14 +9,12 @@ from a role is absent from the page and the CSV too.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -31,6 +29,7 @@ from server.config import Settings
 from server.console import plots
 from server.console.dependencies import CheckedForm, page
 from server.console.templating import render
+from server.csv_export import csv_text
 from server.errors import InvalidInput, NotFound
 from server.leaderboard import service
 from server.leaderboard.models import RankingAnchor
@@ -75,9 +74,6 @@ CSV_FIELD: Mapping[str, str] = {
 }
 """The leaderboard field each CSV column (``CSV_COLUMNS``) shows; discipline columns are
 the ``disciplines`` field."""
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-"""A text cell starting with one of these is a formula to a spreadsheet (OWASP CSV
-injection): it is written with a leading quote."""
 
 
 def visibility_of(principal: Principal, settings: Settings) -> Visibility:
@@ -328,21 +324,3 @@ def csv_columns(visibility: Visibility, disciplines: Sequence[str]) -> list[str]
     per discipline if ``disciplines`` is visible."""
     columns = [c for c in CSV_COLUMNS if c == "model_id" or visibility.shows(CSV_FIELD[c])]
     return columns + list(disciplines) if visibility.shows("disciplines") else columns
-
-
-def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
-    """``rows`` as CSV with a header of ``columns`` (other keys dropped), formula-like
-    text cells quoted (``safe_cell``)."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow([safe_cell(c) for c in columns])
-    for row in rows:
-        writer.writerow([safe_cell(row.get(c)) for c in columns])
-    return out.getvalue()
-
-
-def safe_cell(value: object) -> object:
-    """``value``, with a leading ``'`` if it is text a spreadsheet would run as a formula."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return "" if value is None else value

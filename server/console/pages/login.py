@@ -15,7 +15,7 @@ from server.auth.console_logins import close_login, open_login, resolve_login
 from server.auth.throttle import client_address, failure_limit, refusals_counted
 from server.console.dependencies import COOKIE, CheckedForm, ConsoleUserDep, login_limits
 from server.console.nav import landing_page
-from server.console.security import same_token
+from server.console.security import same_origin, same_token
 from server.console.templating import render
 from server.errors import Forbidden, NotFound
 
@@ -60,7 +60,10 @@ async def login(
     """Exchange an API key for a console login: 303 to the user's landing page with the
     session cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS); the form
     again with 401 for a bad key (counted against the address), 403 for a vendor key or a
-    missing pre-login token."""
+    missing pre-login token or a missing or foreign ``Origin``."""
+    origin, host = request.headers.get("origin"), request.headers.get("host")
+    if not same_origin(origin, host=host, required=True):
+        raise Forbidden("log in from this server's own login page")
     if not same_token(login_token, request.cookies.get(LOGIN_COOKIE, "")):
         raise Forbidden("the login form expired; reload the page and log in again")
     now = datetime.now(UTC)

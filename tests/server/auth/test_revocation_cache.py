@@ -3,6 +3,9 @@ none for revocations made through this process."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import httpx
 import jwt
 import pytest
@@ -11,6 +14,7 @@ from fastapi import FastAPI
 from bank.database import utcnow
 from server.auth.models import RevokedToken
 from server.auth.revocation_cache import LIVE_FOR_S, REVOCATIONS, RevocationCache
+from server.auth.tokens import TOKEN_TYPE
 from server.database import unit_of_work
 from tests.support.api import World, login
 
@@ -26,8 +30,23 @@ class FakeClock:
 
 
 def jti_of(headers: dict[str, str]) -> str:
+    return str(payload_of(headers)["jti"])
+
+
+def payload_of(headers: dict[str, str]) -> dict[str, Any]:
     token = headers["Authorization"].removeprefix("Bearer ")
-    return str(jwt.decode(token, options={"verify_signature": False})["jti"])
+    payload: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
+    return payload
+
+
+def signed(app: FastAPI, payload: dict[str, Any]) -> dict[str, str]:
+    """Headers with ``payload`` signed by the server's own key (what a holder of the
+    signing secret could mint)."""
+    keys = app.state.runtime.codec.keys
+    token = jwt.encode(
+        payload, keys.signing_key, algorithm=keys.algorithm, headers={"typ": TOKEN_TYPE}
+    )
+    return {"Authorization": f"Bearer {token}"}
 
 
 def test_a_live_token_is_remembered_only_within_the_bound() -> None:
@@ -60,11 +79,12 @@ def test_the_memory_is_bounded() -> None:
 
 
 async def test_a_revocation_through_this_process_counts_at_once(api: Api) -> None:
-    client, world, _ = api
+    client, world, app = api
     admin = await login(client, world.a.keys["admin"])
     vendor = await login(client, world.a.keys["vendor"])
     assert (await client.get("/v1/whoami", headers=vendor)).status_code == 200
-    assert REVOCATIONS.is_known_live(jti_of(vendor))  # remembered as live
+    claims = app.state.runtime.codec.verify(vendor["Authorization"].removeprefix("Bearer "))
+    assert REVOCATIONS.is_known_live(claims)  # remembered as live
     revoked = await client.post(
         "/v1/admin/tokens/revoke", json={"jti": jti_of(vendor)}, headers=admin
     )
@@ -88,3 +108,23 @@ async def test_a_revocation_by_another_process_counts_within_the_bound(
     clock.now += LIVE_FOR_S / 2 + 0.01
     assert (await client.get("/v1/whoami", headers=vendor)).status_code == 401
     assert (await client.get("/v1/whoami", headers=vendor)).status_code == 401
+
+
+async def test_a_live_jti_lends_nothing_to_other_claims(api: Api) -> None:
+    """A token signed with the server's key that reuses a live token's ``jti`` is checked
+    in full: another role (a platform role outside the operator's organisation), another
+    subject (a key that does not exist) and a NUL in the subject are each a 401, never
+    the live token's verdict, and never a 500 from the audit write."""
+    client, world, app = api
+    vendor = await login(client, world.b.keys["vendor"])
+    assert (await client.get("/v1/whoami", headers=vendor)).status_code == 200  # now cached
+    live = payload_of(vendor)
+    for changed in (
+        {"role": "admin"},
+        {"sub": str(uuid.uuid4())},
+        {"sub": live["sub"][:-1] + "\x00"},
+    ):
+        forged = signed(app, {**live, **changed})
+        response = await client.get("/v1/whoami", headers=forged)
+        assert response.status_code == 401, (changed, response.text)
+    assert (await client.get("/v1/whoami", headers=vendor)).json()["role"] == "vendor"

@@ -26,7 +26,7 @@ from server.console.dependencies import COOKIE
 from server.console.nav import PAGES
 from tests.support.api import World, evaluator_session, login, running_api, test_settings
 from tests.support.audit import audit_rows, last_audit_id
-from tests.support.console import console_login, csrf_token
+from tests.support.console import LOGIN_FIELD, console_login, csrf_token
 from tests.support.database import database_session
 from tests.support.review import reviewer_key
 from tests.support.services import RedisServer
@@ -94,6 +94,24 @@ async def test_a_login_form_without_its_token_is_refused(api: Api) -> None:
     response = await client.post("/console/login", data={"api_key": world.a.keys["admin"]})
     assert response.status_code == 403
     assert (await client.get("/console")).headers["location"] == "/console/login"
+
+
+async def test_a_login_from_another_origin_or_none_is_refused(api: Api) -> None:
+    """Login CSRF: a page elsewhere that planted the pre-login cookie and knows its token
+    must still not log the victim in under the attacker's key; the browser's ``Origin``
+    names the other site (or, stripped, nothing), and both are refused."""
+    client, world, _ = api
+    for origin in ("https://attacker.example", "null", None):
+        form = await client.get("/console/login")
+        token = LOGIN_FIELD.search(form.text)
+        assert token
+        headers = {} if origin is None else {"origin": origin}
+        data = {"api_key": world.a.keys["admin"], "login_token": token.group(1)}
+        refused = await client.post("/console/login", data=data, headers=headers)
+        assert refused.status_code == 403, (origin, refused.text)
+        assert COOKIE not in refused.cookies
+        assert (await client.get("/console")).headers["location"] == "/console/login"
+    assert (await console_login(client, world.a.keys["admin"])).status_code == 303
 
 
 async def test_logout_needs_the_csrf_token_and_ends_the_login(api: Api) -> None:

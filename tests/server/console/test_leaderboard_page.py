@@ -21,7 +21,8 @@ import pytest
 
 from judge.prompts import PROMPT_VERSION
 from server.config import DEFAULT_PUBLIC_FIELDS
-from server.console.pages.leaderboard import csv_columns, csv_text, safe_cell
+from server.console.pages.leaderboard import csv_columns
+from server.csv_export import csv_text, safe_cell
 from server.leaderboard.schemas import Visibility
 from tests.support.api import World, login, running_api, test_settings
 from tests.support.console import console_login, csrf_token
@@ -242,9 +243,9 @@ def test_csv_columns_follow_the_visible_fields() -> None:
 
 
 def test_formula_cells_get_a_leading_quote() -> None:
-    for text in ("=1+2", "+1", "-1+A1", "@SUM(A1)", "\t=x", "\r=x"):
+    for text in ("=1+2", "+1+1", "-1+A1", "@SUM(A1)", "\t=x", "\r=x", "=cmd|' /C calc'!A0"):
         assert safe_cell(text) == "'" + text
-    for value in ("plain", "a=b", 1.5, -2, 0):
+    for value in ("plain", "a=b", 1.5, -2, 0, "-0.25", "+3"):  # numbers, as text or not
         assert safe_cell(value) == value
     assert safe_cell(None) == ""
     text = csv_text(["name", "=col"], [{"name": "@x", "=col": -1.5}])

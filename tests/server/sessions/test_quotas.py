@@ -108,6 +108,43 @@ async def test_abort_returns_undelivered_items_to_the_pool(world_db: tuple[str, 
         ).status_code == 409
 
 
+async def test_a_vendor_aborts_its_own_broken_run_and_gets_its_slot_back(
+    world_db: tuple[str, World],
+) -> None:
+    """With one session allowed, a vendor whose run broke aborts it itself: the slot comes
+    back at once (not at the 7-day deadline), the delivered item stays exposed (the next
+    session does not draw it again), the reply shows no more than a read, and another
+    organisation cannot abort it."""
+    db_url, world = world_db
+    async with running_api(test_settings(db_url, max_concurrent_sessions=1)) as (_, client):
+        vendor = await login(client, world.a.keys["vendor"])
+        sid = (await open_session(client, vendor, world.a.model_id))["id"]
+        delivered = (await client.get(f"/v1/sessions/{sid}/next", headers=vendor)).json()
+        refused = await client.post(
+            "/v1/sessions", json={"model_id": str(world.a.model_id)}, headers=vendor
+        )
+        assert refused.status_code == 409  # the one slot is held
+        other_org = await login(client, world.b.keys["vendor"])
+        assert (
+            await client.post(f"/v1/sessions/{sid}/abort", headers=other_org)
+        ).status_code == 404
+        aborted = await client.post(f"/v1/sessions/{sid}/abort", headers=vendor)
+        assert aborted.status_code == 200, aborted.text
+        read = await client.get(f"/v1/sessions/{sid}", headers=vendor)
+        assert aborted.json() == read.json() and read.json()["state"] == "aborted"
+        assert (await client.post(f"/v1/sessions/{sid}/abort", headers=vendor)).status_code == 409
+        again = await open_session(client, vendor, world.a.model_id)  # the slot is back
+        seen = set()
+        while (
+            got := await client.get(f"/v1/sessions/{again['id']}/next", headers=vendor)
+        ).status_code == 200:
+            item = got.json()
+            seen.add(item["item_id"])
+            body = {"position": item["position"], "item_id": item["item_id"], "answer": "x"}
+            await client.post(f"/v1/sessions/{again['id']}/answers", json=body, headers=vendor)
+        assert seen and delivered["item_id"] not in seen
+
+
 async def test_expired_sessions_release_items_and_refuse_work(world_db: tuple[str, World]) -> None:
     db_url, world = world_db
     async with running_api(
