@@ -43,6 +43,7 @@ from fakellm.behaviour import (
     last_user_text,
     model_reply,
 )
+from fakellm.limits import LimitError, check_request, shape_reply
 from fakellm.profiles import BUILTIN_PROFILES, ModelProfile, merge_profiles
 
 CREATED = int(time.time())
@@ -187,6 +188,19 @@ def _request_object(body: bytes) -> tuple[dict[str, Any], str]:
     return data, model
 
 
+def parse_max_tokens(body: bytes) -> int | None:
+    """The request's ``max_tokens`` (``max_completion_tokens`` too); None if absent."""
+    data, _ = _request_object(body)
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = data.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ApiError(400, f"'{name}' must be a positive integer.", param=name)
+        return value
+    return None
+
+
 def parse_chat_request(body: bytes) -> tuple[str, list[Message]]:
     """The model and messages of a chat-completions body; ``ApiError`` (400) if malformed.
 
@@ -292,7 +306,9 @@ class FakeProvider:
         parse = parse_text_request if text else parse_chat_request
         try:
             self.check_key(request)
-            model, messages = parse(await request.body())
+            raw = await request.body()
+            model, messages = parse(raw)
+            max_tokens = parse_max_tokens(raw)
             if self._dice.random() < self.config.error_rate:
                 raise self._injected_error()
             profile = self.profiles.get(model)
@@ -308,11 +324,19 @@ class FakeProvider:
             )
             if latency_ms > 0:
                 await asyncio.sleep(latency_ms / 1000)
-            reply = self.answer(profile, messages)
-            body = self._completion(model, messages, reply)
+            check_request(profile, messages)
+            reply, finish = shape_reply(
+                profile, self.answer(profile, messages), messages, max_tokens
+            )
+            body = self._completion(model, messages, reply, finish)
             if text:
-                body = self._as_text_completion(body, reply)
+                body = self._as_text_completion(body, reply, finish)
             return _json(body), model
+        except LimitError as limit:
+            kind = "server_error" if limit.status >= 500 else "invalid_request_error"
+            return ApiError(
+                limit.status, limit.message, type_=kind, code=limit.code
+            ).response(), model
         except ApiError as error:
             return error.response(), model
 
@@ -335,7 +359,9 @@ class FakeProvider:
         )
 
     @staticmethod
-    def _completion(model: str, messages: list[Message], reply: Reply) -> dict[str, Any]:
+    def _completion(
+        model: str, messages: list[Message], reply: Reply, finish: str
+    ) -> dict[str, Any]:
         message: dict[str, str] = {"role": "assistant", "content": reply.content}
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
@@ -346,7 +372,7 @@ class FakeProvider:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -355,7 +381,7 @@ class FakeProvider:
         }
 
     @staticmethod
-    def _as_text_completion(chat: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _as_text_completion(chat: dict[str, Any], reply: Reply, finish: str) -> dict[str, Any]:
         """A chat completion reshaped as a text completion; a reasoning trace, which a raw
         completion has no field for, comes inline as ``<think>...</think>``."""
         text = reply.content
@@ -365,7 +391,7 @@ class FakeProvider:
             **chat,
             "id": chat["id"].replace("chatcmpl-", "cmpl-"),
             "object": "text_completion",
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "text": text, "finish_reason": finish}],
         }
 
     async def models(self, request: Request) -> Response:

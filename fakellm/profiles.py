@@ -31,11 +31,14 @@ Role = Literal["model", "judge"]
 Think = Literal["none", "inline", "field"]
 Behaviour = Literal["normal", "strict", "echo", "garbled-once", "garbled"]
 NoiseMode = Literal["middle", "uniform"]
+ReplyMode = Literal["answer", "empty", "endless"]
 
 ROLES: tuple[str, ...] = get_args(Role)
 THINKS: tuple[str, ...] = get_args(Think)
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
 NOISE_MODES: tuple[str, ...] = get_args(NoiseMode)
+REPLY_MODES: tuple[str, ...] = get_args(ReplyMode)
+STATUS_FIELDS = ("overflow_status", "reject_status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,16 @@ class ModelProfile:
     latency_ms: float | None = None
     """Delay before this profile's replies; None: the server's ``latency_ms`` (a slow model
     next to a fast judge is how real providers behave)."""
+    context_tokens: int | None = None
+    """The context the prompt and the reply share (``fakellm.limits``); None: unbounded."""
+    overflow_status: int = 400
+    """The status of a prompt longer than the context: 400 ``context_length_exceeded``
+    (OpenAI), or 500 (llama.cpp's server)."""
+    reject_status: int | None = None
+    """Refuse every request with this status (a permanent limit, e.g. 400)."""
+    reply_mode: ReplyMode = "answer"
+    """``answer``; ``empty`` (an empty reply); ``endless`` (rambles until ``max_tokens``
+    or the context stops it)."""
 
     def accuracy_for(self, discipline: str | None) -> float:
         """The probability of a correct answer to a question of ``discipline``."""
@@ -101,6 +114,12 @@ BUILTIN_PROFILES: dict[str, ModelProfile] = {
         _judge("judge-echo", behaviour="echo"),
         _judge("judge-garbled-once", behaviour="garbled-once"),
         _judge("judge-garbled", behaviour="garbled"),
+        # what real inference servers do (fakellm.limits)
+        replace(_model("model-tiny-context", 0.5), context_tokens=16, overflow_status=500),
+        replace(_model("model-rambler", 0.5), reply_mode="endless"),
+        replace(_model("model-silent", 0.5), reply_mode="empty"),
+        replace(_judge("judge-rejecting"), reject_status=400),
+        replace(_judge("judge-endless"), reply_mode="endless"),
     )
 }
 """The profiles served without a ``--profiles`` file."""
@@ -186,6 +205,10 @@ def _apply(
             changes[key] = _probability(value, at)
         elif key == "latency_ms":
             changes[key] = _milliseconds(value, at)
+        elif key == "context_tokens":
+            changes[key] = None if value is None else _count(value, at)
+        elif key in STATUS_FIELDS:
+            changes[key] = None if value is None and key == "reject_status" else _status(value, at)
         elif key == "discipline_accuracy":
             if not isinstance(value, dict):
                 raise ProfileError(f"{at}: must be an object mapping disciplines to accuracies")
@@ -199,6 +222,7 @@ def _apply(
                 "think": THINKS,
                 "behaviour": BEHAVIOURS,
                 "noise_mode": NOISE_MODES,
+                "reply_mode": REPLY_MODES,
             }[key]
             if value not in allowed:
                 raise ProfileError(f"{at}: {value!r} is not one of {', '.join(allowed)}")
@@ -210,6 +234,18 @@ def _apply(
             "a model's behaviour is 'normal'"
         )
     return updated
+
+
+def _count(value: object, at: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProfileError(f"{at}: must be a whole number of at least 1")
+    return value
+
+
+def _status(value: object, at: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
+        raise ProfileError(f"{at}: must be an HTTP error status (400-599)")
+    return value
 
 
 def _milliseconds(value: object, at: str) -> float | None:

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.api.guard import BodyLimits, RequestGuard
 from server.api.openapi import install_openapi
+from server.api.outcomes import route_template
 from server.api.problems import install_problem_handlers
 from server.api.runtime import Runtime, build_runtime
 from server.audit.endpoints import router as audit_router
@@ -192,5 +193,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_body_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
         ),
     )
-    app.add_middleware(AuditMiddleware, runtime_of=lambda: app.state.runtime)
+    app.add_middleware(
+        AuditMiddleware,
+        runtime_of=lambda: app.state.runtime,
+        route_of=lambda scope: route_template(app, scope),
+    )
     return app

@@ -49,6 +49,10 @@ def default_data_dir() -> Path:
     return Path(base) / "proctor"
 
 
+DEFAULT_JUDGE_MAX_TOKENS = 1024
+"""A judge reply's length cap unless its ``PROCTOR_JUDGES`` entry sets ``max_tokens``."""
+
+
 class JudgeEndpoint(BaseModel):
     """One LLM judge behind an OpenAI-compatible endpoint (an entry of ``PROCTOR_JUDGES``)."""
 
@@ -70,6 +74,10 @@ class JudgeEndpoint(BaseModel):
     """Price per million completion tokens (cost accounting)."""
     read_timeout_s: float = Field(60.0, gt=0)
     """Seconds to wait for the judge's reply before the call counts as failed."""
+    max_tokens: int = Field(DEFAULT_JUDGE_MAX_TOKENS, ge=16, le=131_072)
+    """Most tokens one reply may have (sent as ``max_tokens``): a judge that rambles stops
+    there instead of generating until its context is full. The rubric's verdict and
+    reason take a few hundred; a reasoning judge needs more."""
 
 
 LeaderboardField = Literal[

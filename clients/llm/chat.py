@@ -12,9 +12,12 @@ Contract
       ├── ChatDeferred          the provider asked us to wait longer than RetryPolicy.max_wait_s
       ├── ChatRetriesExhausted  every attempt failed with a retryable error
       ├── ChatRejected          a non-retryable status (400, 401, 403, 404, 422, 3xx, ...)
+      │   └── ChatContextOverflow   the prompt does not fit the model's context (whatever
+      │                             the status: 400 from OpenAI or vLLM, 500 from llama.cpp)
       └── ChatProtocolError     a 2xx whose body is not a chat completion
 
-* Retried: HTTP 408, 409, 429 and 5xx, and every ``httpx.TransportError`` (timeouts, refused
+* Retried: HTTP 408, 409, 429 and 5xx (except a context overflow, which no retry mends:
+  :func:`says_context_overflow`), and every ``httpx.TransportError`` (timeouts, refused
   or reset connections, remote protocol errors) or ``httpx.DecodingError``. The wait before
   the next attempt is the server's ``retry-after-ms`` / ``Retry-After`` when it sent one
   (:func:`~clients.sdk.retry_wait.parse_retry_after`), else :func:`backoff_delay`. A
@@ -53,6 +56,7 @@ from clients.sdk.retry_wait import exponential_delay, parse_retry_after
 __all__ = [
     "RETRYABLE_STATUSES",
     "ChatClient",
+    "ChatContextOverflow",
     "ChatDeferred",
     "ChatEndpoint",
     "ChatError",
@@ -66,6 +70,7 @@ __all__ = [
     "Usage",
     "backoff_delay",
     "parse_retry_after",
+    "says_context_overflow",
 ]
 
 #: HTTP statuses that are retried (besides every 5xx, which is retried too).
@@ -73,6 +78,21 @@ RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 
 #: Maximum length of a response-body excerpt carried by an error.
 EXCERPT_CHARS = 300
+
+#: What inference servers say when a prompt is longer than the context: OpenAI's error code,
+#: vLLM's and OpenAI's message, llama.cpp's message (in lower case).
+CONTEXT_OVERFLOW_MARKS: tuple[str, ...] = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the available context size",
+    "exceed_context_size_error",
+)
+
+
+def says_context_overflow(body: str) -> bool:
+    """Whether an error body says the prompt does not fit the model's context."""
+    lowered = body.lower()
+    return any(mark in lowered for mark in CONTEXT_OVERFLOW_MARKS)
 
 
 # --------------------------------------------------------------------------- #
@@ -226,13 +246,22 @@ class ChatRetriesExhausted(ChatError):
 class ChatRejected(ChatError):
     """A non-retryable, non-2xx status (400, 401, 403, 404, 422, ...); not retried.
 
-    ``body`` is a short excerpt of the response body, with the API key redacted.
+    ``body`` is a short excerpt of the response body, with the API key redacted;
+    ``attempts`` the HTTP exchanges made, this one included (earlier ones may have been
+    retried 5xx answers).
     """
 
-    def __init__(self, status: int, body: str) -> None:
+    def __init__(self, status: int, body: str, *, attempts: int = 1) -> None:
         super().__init__(f"HTTP {status} rejected: {body}")
         self.status = status
         self.body = body
+        self.attempts = attempts
+
+
+class ChatContextOverflow(ChatRejected):
+    """The prompt is longer than the model's context (:func:`says_context_overflow`); not
+    retried, whatever the status: the same prompt never fits. An item the model cannot
+    answer, not a broken endpoint."""
 
 
 class ChatProtocolError(ChatError):
@@ -448,9 +477,12 @@ class ChatClient:
                     self._completion_tokens += result.usage.completion_tokens
                     self._cost += result.cost
                     return result
+                excerpt = self._excerpt(response)
+                if says_context_overflow(excerpt):
+                    raise ChatContextOverflow(status, excerpt, attempts=attempts)
                 if status not in RETRYABLE_STATUSES and status < 500:
-                    raise ChatRejected(status, self._excerpt(response))
-                failure = _Retry(status, f"HTTP {status}: {self._excerpt(response)}", response)
+                    raise ChatRejected(status, excerpt, attempts=attempts)
+                failure = _Retry(status, f"HTTP {status}: {excerpt}", response)
 
             wait = None if failure.response is None else parse_retry_after(failure.response.headers)
             if wait is not None and wait > policy.max_wait_s:

@@ -13,6 +13,16 @@ driven on from what ``next`` returns (the pending item again, if the crash came 
 taking and answering it). A lease still held by the crashed run's token is waited out
 (``lease_wait_s``). Finished sessions of the transcript count towards ``sessions``; only
 the rest are opened anew.
+
+What real inference servers do to an item. A prompt longer than the model's context
+(``ChatContextOverflow``, whatever status the server used) or a request the provider
+refuses for this item (400, 413, 422) is no reason to stop: the item is answered empty
+with ``finish_reason: error`` and the refusal is in the transcript, and the session goes
+on, so it ends and its slot comes back. Any other failure (a bad key, an unknown model,
+retries exhausted) stops the session, which stays open for a rerun to resume (or its
+organisation aborts it). A reply cut at ``max_tokens`` (``finish_reason: length``) and an
+empty reply are submitted as they are, marked on the answer and in the transcript, and
+counted in the summary.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from clients.llm.chat import ChatClient, ChatError
+from clients.llm.chat import ChatClient, ChatContextOverflow, ChatError, ChatRejected, ChatResult
 from clients.runner.adapters import (
     ModelAdapter,
     TemplateName,
@@ -37,6 +47,7 @@ from clients.runner.transcript import Transcript, read_state
 from clients.sdk import (
     AdaptiveOptions,
     AsyncProctorClient,
+    FinishReason,
     Item,
     ProctorError,
     Session,
@@ -46,6 +57,18 @@ from clients.sdk import (
     Usage,
 )
 from clients.sdk.types import ALL_ANSWERED_STATES, OPEN_STATES
+
+ITEM_REFUSAL_STATUSES = frozenset({400, 413, 422})
+"""Statuses with which a provider refuses one request (its content, its size) rather than
+every request (401, 403, 404: a key or model that is wrong for all of them)."""
+KNOWN_FINISH_REASONS = {reason.value: reason for reason in FinishReason}
+
+
+def refuses_the_item(error: ChatError) -> bool:
+    """Whether ``error`` means this item cannot be answered, while others can."""
+    if isinstance(error, ChatContextOverflow):
+        return True
+    return isinstance(error, ChatRejected) and error.status in ITEM_REFUSAL_STATUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +106,12 @@ class SessionOutcome:
     """The session's state when driving it ended (None if it could not be read)."""
     error: str | None = None
     resumed: bool = False
+    truncated: int = 0
+    """Answers whose reply was cut (``finish_reason: length``)."""
+    empty: int = 0
+    """Answers the model left empty (failed items not counted)."""
+    failed_items: int = 0
+    """Items the model could not answer (context overflow, a refusal for the item)."""
 
     @property
     def finished(self) -> bool:
@@ -208,7 +237,7 @@ class Runner:
         self.listener.session_started(sid, session.n_items, session.completed, resumed)
         try:
             while (item := await self._next(sid)) is not None:
-                await self._answer(sid, item)
+                await self._answer(sid, item, outcome)
                 outcome.answered += 1
             outcome.state = (await self.client.get_session(sid)).state
         except (ProctorError, ChatError, TimeoutError) as error:
@@ -218,6 +247,9 @@ class Runner:
             session_id=sid,
             state=outcome.state,
             answered=outcome.answered,
+            truncated=outcome.truncated,
+            empty=outcome.empty,
+            failed_items=outcome.failed_items,
             error=outcome.error,
         )
         self.listener.session_ended(outcome)
@@ -238,34 +270,41 @@ class Runner:
                 self.listener.waiting(session_id, "the session is leased to another token")
                 await asyncio.sleep(self.config.lease_poll_s)
 
-    async def _answer(self, session_id: str, item: Item) -> None:
+    async def _answer(self, session_id: str, item: Item, outcome: SessionOutcome) -> None:
         config = self.config
         started = time.monotonic()
         prompt = render(
             PromptItem(item.question, item.options, item.qtype, item.discipline), config.paradigm
         )
         messages = config.adapter.messages(prompt, system_prompt=config.system_prompt)
-        if config.template is None:
-            reply = await self.model.complete(messages, max_tokens=config.max_tokens)
-        else:
-            raw = render_template(config.template, messages)
-            reply = await self.model.complete_text(raw, max_tokens=config.max_tokens)
+        try:
+            reply = await self._ask(messages)
+        except ChatError as error:
+            if not refuses_the_item(error):
+                raise
+            await self._answer_refused(session_id, item, prompt, error, started)
+            outcome.failed_items += 1
+            return
         answer, reasoning = split_reply(reply.content, reply.reasoning)
-        usage = Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+        finish = KNOWN_FINISH_REASONS.get(reply.finish_reason or "")
         accepted = await self.client.submit_answer(
-            session_id, item, answer, reasoning=reasoning, usage=usage
+            session_id,
+            item,
+            answer,
+            reasoning=reasoning,
+            usage=Usage(reply.usage.prompt_tokens, reply.usage.completion_tokens),
+            finish_reason=finish,
+            model_latency_s=round(reply.latency_s, 4),
         )
+        outcome.truncated += finish is FinishReason.LENGTH
+        outcome.empty += not answer.strip()
         self.transcript.write(
             "item",
-            session_id=session_id,
-            position=item.position,
-            item_id=str(item.item_id),
-            discipline=item.discipline,
-            qtype=item.qtype,
-            paradigm=config.paradigm,
-            prompt=prompt,
+            **self._item_fields(session_id, item, prompt),
             answer=answer,
             reasoning=reasoning,
+            finish_reason=reply.finish_reason,
+            empty=not answer.strip(),
             model_latency_s=round(reply.latency_s, 4),
             end_to_end_s=round(time.monotonic() - started, 4),
             prompt_tokens=reply.usage.prompt_tokens,
@@ -275,6 +314,47 @@ class Runner:
             at=datetime.now(UTC).isoformat(),
         )
         self.listener.item_answered(session_id, item.position)
+
+    async def _ask(self, messages: list[dict[str, str]]) -> ChatResult:
+        config = self.config
+        if config.template is None:
+            return await self.model.complete(messages, max_tokens=config.max_tokens)
+        raw = render_template(config.template, messages)
+        return await self.model.complete_text(raw, max_tokens=config.max_tokens)
+
+    async def _answer_refused(
+        self, session_id: str, item: Item, prompt: str, error: ChatError, started: float
+    ) -> None:
+        """Answer an item the model cannot answer: empty, ``finish_reason: error``, and
+        the refusal in the transcript."""
+        accepted = await self.client.submit_answer(
+            session_id, item, "", finish_reason=FinishReason.ERROR
+        )
+        self.transcript.write(
+            "item",
+            **self._item_fields(session_id, item, prompt),
+            answer="",
+            reasoning=None,
+            finish_reason=FinishReason.ERROR.value,
+            empty=True,
+            failure=f"{type(error).__name__}: {error}",
+            end_to_end_s=round(time.monotonic() - started, 4),
+            attempts=getattr(error, "attempts", None),
+            already_answered=accepted.already_answered,
+            at=datetime.now(UTC).isoformat(),
+        )
+        self.listener.item_answered(session_id, item.position)
+
+    def _item_fields(self, session_id: str, item: Item, prompt: str) -> dict[str, object]:
+        return {
+            "session_id": session_id,
+            "position": item.position,
+            "item_id": str(item.item_id),
+            "discipline": item.discipline,
+            "qtype": item.qtype,
+            "paradigm": self.config.paradigm,
+            "prompt": prompt,
+        }
 
 
 def summary_json(summary: RunSummary) -> dict[str, object]:
@@ -289,10 +369,16 @@ def summary_json(summary: RunSummary) -> dict[str, object]:
                 "answered_now": o.answered,
                 "answered_before": o.answered_before,
                 "n_items": o.n_items,
+                "truncated": o.truncated,
+                "empty": o.empty,
+                "failed_items": o.failed_items,
                 "error": o.error,
             }
             for o in outcomes
         ],
+        "truncated": sum(o.truncated for o in outcomes),
+        "empty": sum(o.empty for o in outcomes),
+        "failed_items": sum(o.failed_items for o in outcomes),
         "finished_earlier": summary.already_finished,
         "finished": sum(o.finished for o in outcomes) + len(summary.already_finished),
         "failed": sum(o.error is not None for o in outcomes),

@@ -53,6 +53,7 @@ from clients.sdk.types import (
     AdaptiveOptions,
     CommitmentReveal,
     DisciplineLeaderboard,
+    FinishReason,
     Identity,
     Item,
     Leaderboard,
@@ -385,6 +386,15 @@ def get_session(session_id: IdLike) -> Call[Session]:
     )
 
 
+def abort_session(session_id: IdLike) -> Call[Session]:
+    return Call(
+        "POST",
+        f"/v1/sessions/{_segment(session_id)}/abort",
+        lambda r: Session.from_json(_json_dict(r)),
+        policy=Policy.CREATE,
+    )
+
+
 def get_commitment(session_id: IdLike) -> Call[CommitmentReveal]:
     return Call(
         "GET",
@@ -419,6 +429,8 @@ def submit_answer(
     *,
     reasoning: str | None,
     usage: Usage | None,
+    finish_reason: FinishReason | None = None,
+    model_latency_s: float | None = None,
 ) -> Call[Accepted]:
     body: dict[str, Any] = {
         "position": item.position,
@@ -429,6 +441,10 @@ def submit_answer(
         body["reasoning"] = reasoning
     if usage is not None:
         body["usage"] = usage.to_json()
+    if finish_reason is not None:
+        body["finish_reason"] = FinishReason(finish_reason).value
+    if model_latency_s is not None:
+        body["model_latency_s"] = model_latency_s
     duplicate = Accepted(
         session_id=str(session_id),
         position=item.position,

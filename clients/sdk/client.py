@@ -18,6 +18,7 @@ from clients.sdk.types import (
     Accepted,
     CommitmentReveal,
     DisciplineLeaderboard,
+    FinishReason,
     Identity,
     Item,
     Leaderboard,
@@ -213,6 +214,12 @@ class ProctorClient:
     def get_session(self, session_id: IdLike) -> Session:
         return self._run(_core.get_session(session_id))
 
+    def abort_session(self, session_id: IdLike) -> Session:
+        """Abort a session of your organisation (a run that broke): it stops delivering,
+        its undelivered items go back to the pool and its session slot is free at once.
+        :class:`~clients.sdk.errors.SessionClosedError` if it had ended already."""
+        return self._run(_core.abort_session(session_id))
+
     def get_commitment(self, session_id: IdLike) -> CommitmentReveal:
         """The server's commitment to the session's sample and, once the session is scored,
         what opens it; check it with :func:`clients.sdk.verify_commitment` against the
@@ -236,14 +243,27 @@ class ProctorClient:
         *,
         reasoning: str | None = None,
         usage: Usage | None = None,
+        finish_reason: FinishReason | None = None,
+        model_latency_s: float | None = None,
     ) -> Accepted:
         """Answer ``item``. Retried on transport errors and 5xx; if a retry finds the
         position answered, the earlier attempt was committed and the result has
         ``already_answered=True``. A second answer of the caller's own raises
-        :class:`~clients.sdk.errors.AlreadyAnsweredError`."""
+        :class:`~clients.sdk.errors.AlreadyAnsweredError`. ``finish_reason`` says why the
+        model's reply ended (``length``: cut; ``error``: the call failed and the answer is
+        empty); ``model_latency_s`` is the model's own time for the reply, as you measured
+        it (stored as reported, beside the server's delivery-to-answer time)."""
         self._submissions[str(session_id)] += 1
         return self._run(
-            _core.submit_answer(session_id, item, answer, reasoning=reasoning, usage=usage)
+            _core.submit_answer(
+                session_id,
+                item,
+                answer,
+                reasoning=reasoning,
+                usage=usage,
+                finish_reason=finish_reason,
+                model_latency_s=model_latency_s,
+            )
         )
 
     def items(self, session_id: IdLike) -> Iterator[Item]:

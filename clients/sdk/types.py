@@ -109,6 +109,20 @@ class ItemState(StrEnum):
     """Allocated, never delivered, returned to the pool when the session ended early."""
 
 
+class FinishReason(StrEnum):
+    """Why the model's reply ended, as the client reports it with the answer: the values
+    OpenAI-compatible servers send, and ``error`` when the call failed for this item (the
+    prompt did not fit the model's context, the provider refused it) and the answer is
+    empty."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    """Cut by ``max_tokens`` (or the context): the answer may be incomplete."""
+    CONTENT_FILTER = "content_filter"
+    TOOL_CALLS = "tool_calls"
+    ERROR = "error"
+
+
 class SessionMode(StrEnum):
     """The kind of session: ``fixed`` (a stratified sample, ranked), ``adaptive`` (the
     server picks items and stops early), ``replay`` and ``anchor`` (contamination checks,

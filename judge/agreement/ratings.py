@@ -65,13 +65,25 @@ class RatingTable:
             _merge(table.family, rating.answer_id, "model_family", rating.model_family)
         return table
 
-    def common(self, first: str, second: str, *, model: str | None = None) -> list[str]:
-        """Answers both raters scored (of ``model`` if given), sorted."""
+    def common(
+        self, first: str, second: str, *, model: str | None = None, family: str | None = None
+    ) -> list[str]:
+        """Answers both raters scored (of ``model`` and of model ``family`` if given),
+        sorted."""
         a, b = self.scores[first], self.scores[second]
         shared = a.keys() & b.keys()
         if model is not None:
             shared = {answer for answer in shared if self.model.get(answer) == model}
+        if family is not None:
+            shared = {answer for answer in shared if self.family.get(answer) == family}
         return sorted(shared)
+
+    def paired(
+        self, first: str, second: str, *, model: str | None = None, family: str | None = None
+    ) -> tuple[list[int], list[int]]:
+        """The two raters' scores of the answers both scored (``common``), aligned."""
+        answers = self.common(first, second, model=model, family=family)
+        return [self.scores[first][a] for a in answers], [self.scores[second][a] for a in answers]
 
     def agreement(self, first: str, second: str, *, model: str | None = None) -> RaterAgreement:
         answers = self.common(first, second, model=model)

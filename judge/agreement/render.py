@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from judge.agreement.intervals import KappaInterval, KappaIntervals
 from judge.agreement.kappa import RaterAgreement
 from judge.agreement.report import AgreementReport
 
@@ -21,14 +22,22 @@ def render_tables(report: AgreementReport) -> list[Table]:
     The agreement with the reference always; then one table per non-empty part: per
     model, ranking agreement and family bias. Undefined values print as ``-``.
     """
-    agreement_columns = ("n", "kappa", "weighted kappa", "exact", "within ±1")
+    agreement_columns = (
+        "n",
+        "kappa",
+        "95% CI",
+        "weighted kappa",
+        "95% CI",
+        "exact",
+        "within ±1",
+    )
     summary = _table(
         f"Agreement with {report.reference!r} (LLMEval-Fair (Zhang et al.) app. F.2, L)",
         ("rater",),
         agreement_columns,
     )
     for name, result in report.raters.items():
-        summary.add_row(name, *_agreement_cells(result))
+        summary.add_row(name, *_agreement_cells(result, report.intervals.raters.get(name)))
     tables = [summary]
 
     if report.models:
@@ -38,8 +47,9 @@ def render_tables(report: AgreementReport) -> list[Table]:
             agreement_columns,
         )
         for model, per_rater in report.models.items():
+            intervals = report.intervals.models.get(model, {})
             for name, result in per_rater.items():
-                per_model.add_row(model, name, *_agreement_cells(result))
+                per_model.add_row(model, name, *_agreement_cells(result, intervals.get(name)))
         tables.append(per_model)
 
     if report.ranking_agreement:
@@ -87,14 +97,22 @@ def _table(title: str, left: Sequence[str], right: Sequence[str]) -> Table:
     return table
 
 
-def _agreement_cells(result: RaterAgreement) -> list[str]:
+def _agreement_cells(result: RaterAgreement, intervals: KappaIntervals | None) -> list[str]:
     return [
         str(result.n),
         _number(result.kappa),
+        _interval(intervals.plain if intervals else None),
         _number(result.weighted_kappa),
+        _interval(intervals.weighted if intervals else None),
         _percent(result.exact),
         _percent(result.within_one),
     ]
+
+
+def _interval(interval: KappaInterval | None) -> str:
+    if interval is None or math.isnan(interval.low) or math.isnan(interval.high):
+        return "-"
+    return f"[{interval.low:.3f}, {interval.high:.3f}]"
 
 
 def _number(value: float, digits: int = 3, *, signed: bool = False) -> str:

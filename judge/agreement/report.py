@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judge.agreement.intervals import DEFAULT_RESAMPLES, KappaIntervals, kappa_intervals
 from judge.agreement.kappa import RaterAgreement
 from judge.agreement.ranking import RankingAgreement, ranking_agreement
 from judge.agreement.ratings import Rating, RatingTable
@@ -43,6 +44,33 @@ class FamilyBias:
 
 
 @dataclass(frozen=True, slots=True)
+class AgreementIntervals:
+    """Plain and quadratic-weighted kappa against the reference with bootstrap 95%
+    intervals (``judge.agreement.intervals``; every answer its own cluster, as the file
+    names no item family): per rater, per model and per model family, each rater."""
+
+    raters: dict[str, KappaIntervals]
+    models: dict[str, dict[str, KappaIntervals]]
+    families: dict[str, dict[str, KappaIntervals]]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"raters": {rater: {"plain", "weighted"}}, "models": {model: {rater: ...}},
+        "families": {family: {rater: ...}}}``."""
+        return {
+            "raters": {name: value.to_json() for name, value in self.raters.items()},
+            "models": _nested_json(self.models),
+            "families": _nested_json(self.families),
+        }
+
+
+def _nested_json(groups: dict[str, dict[str, KappaIntervals]]) -> dict[str, Any]:
+    return {
+        group: {name: value.to_json() for name, value in per_rater.items()}
+        for group, per_rater in groups.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class AgreementReport:
     """Calibration of judges against a reference rater (see `agreement_report`)."""
 
@@ -55,12 +83,15 @@ class AgreementReport:
     """``"A vs B"`` (A < B) -> rank correlation of their per-model means."""
     family_bias: dict[str, FamilyBias]
     """rater -> its own-family mean minus the all-judge mean."""
+    intervals: AgreementIntervals
+    """The kappas with their intervals, per rater, model and model family."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready data; NaN becomes ``None``.
 
         Shape: ``{"reference": str, "raters": {name: {...}}, "models": {model: {rater:
-        {...}}}, "ranking_agreement": {"A vs B": {...}}, "family_bias": {rater: {...}}}``.
+        {...}}}, "ranking_agreement": {"A vs B": {...}}, "family_bias": {rater: {...}},
+        "intervals": {"raters", "models", "families"}}``.
         """
         return {
             "reference": self.reference,
@@ -73,6 +104,7 @@ class AgreementReport:
                 pair: result.to_json() for pair, result in self.ranking_agreement.items()
             },
             "family_bias": {name: bias.to_json() for name, bias in self.family_bias.items()},
+            "intervals": self.intervals.to_json(),
         }
 
 
@@ -82,6 +114,7 @@ def agreement_report(
     reference: str = "human",
     families: Mapping[str, str] | None = None,
     min_models: int = 2,
+    n_resamples: int = DEFAULT_RESAMPLES,
 ) -> AgreementReport:
     """Agreement of every rater with the reference, per model, in ranking and family bias.
 
@@ -100,6 +133,8 @@ def agreement_report(
     min_models : int
         A pair of raters gets a ranking agreement only when the answers both scored come
         from at least this many models (at least 2).
+    n_resamples : int
+        Bootstrap replicates of each interval (seeded: the report is reproducible).
 
     Returns
     -------
@@ -167,7 +202,36 @@ def agreement_report(
             family, own_mean, all_mean, own_mean - all_mean, len(own_answers)
         )
 
-    return AgreementReport(reference, raters, models, rankings, family_bias)
+    intervals = _intervals(table, reference, judges, n_resamples)
+    return AgreementReport(reference, raters, models, rankings, family_bias, intervals)
+
+
+def _intervals(
+    table: RatingTable, reference: str, judges: list[str], n_resamples: int
+) -> AgreementIntervals:
+    """Kappa intervals of every judge against ``reference``: overall, per model, per
+    model family (groups where the two share no answer are left out)."""
+
+    def of(judge: str, **group: str) -> KappaIntervals | None:
+        ours, theirs = table.paired(reference, judge, **group)
+        if not ours:
+            return None
+        return kappa_intervals(ours, theirs, n_resamples=n_resamples, rng=0)
+
+    def grouped(field: str, names: list[str]) -> dict[str, dict[str, KappaIntervals]]:
+        out: dict[str, dict[str, KappaIntervals]] = {}
+        for name in names:
+            found = {j: v for j in judges if (v := of(j, **{field: name})) is not None}
+            if found:
+                out[name] = found
+        return out
+
+    overall = {j: v for j in judges if (v := of(j)) is not None}
+    model_names = sorted({m for m in table.model.values() if m is not None})
+    family_names = sorted({f for f in table.family.values() if f is not None})
+    return AgreementIntervals(
+        overall, grouped("model", model_names), grouped("family", family_names)
+    )
 
 
 def default_judge(results: Mapping[str, RaterAgreement], *, min_n: int = 100) -> str | None:

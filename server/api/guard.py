@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.api.outcomes import mark_client_closed
 from server.api.problems import problem
 from server.errors import BadRequest, ContentTooLarge, InvalidInput, ProctorError
 
@@ -70,6 +71,7 @@ class RequestGuard:
             await self._too_large(scope, send)
             return
         if not connected:  # the client left mid-body: nobody to answer, nothing to do
+            mark_client_closed(scope)
             return
         problems = (
             []

@@ -3,7 +3,10 @@
 The row is written when the response starts (or, if the application crashed before
 answering, when the error response goes out), before the client can see the status.
 It records time, subject, organisation, session, method, route, status and client address;
-never a header, a query string, a body, a token or an answer. Repeated refusals of
+never a header, a query string, a body, a token or an answer. A request refused before
+routing (by ``server.api.guard``) is recorded with the template of the route it was for,
+and one whose client hung up before it was complete with status 499
+(``server.api.outcomes.CLIENT_CLOSED``), not as a server error. Repeated refusals of
 one kind are folded into one row per window (``server.audit.refusals``), so a
 flood of bad requests costs a counter, not a row each.
 """
@@ -21,6 +24,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bank.database import utcnow
+from server.api.outcomes import CLIENT_CLOSED, client_closed
 from server.api.problems import is_unavailable
 from server.api.runtime import Runtime
 from server.audit.refusals import is_foldable
@@ -32,10 +36,17 @@ UNMATCHED = "<unmatched>"
 
 
 class AuditMiddleware:
-    def __init__(self, app: ASGIApp, runtime_of: Callable[[], Runtime]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        runtime_of: Callable[[], Runtime],
+        route_of: Callable[[Scope], str | None] = lambda scope: None,
+    ) -> None:
         self.app = app
         self._runtime_of = runtime_of
         """Gives the ``Runtime`` (created in the app's lifespan)."""
+        self._route_of = route_of
+        """The route template of a request refused before routing (``route_template``)."""
         self._flush_task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -48,7 +59,7 @@ class AuditMiddleware:
             nonlocal audited
             if message["type"] == "http.response.start" and not audited:
                 audited = True
-                await self._audit(audit_row(scope, message["status"]))
+                await self._audit(self._row(scope, message["status"]))
             await send(message)
 
         try:
@@ -56,10 +67,16 @@ class AuditMiddleware:
         except BaseException as error:
             if not audited:  # the app failed without starting a response: the error
                 audited = True  # page the outer handler sends says 503 or 500 alike
-                await self._audit(audit_row(scope, 503 if is_unavailable(error) else 500))
+                await self._audit(self._row(scope, 503 if is_unavailable(error) else 500))
             raise
-        if not audited:  # finished without answering at all
-            await self._audit(audit_row(scope, 500))
+        if not audited:  # finished without answering: the client left, or a bug
+            await self._audit(self._row(scope, CLIENT_CLOSED if client_closed(scope) else 500))
+
+    def _row(self, scope: Scope, status: int) -> dict[str, Any]:
+        row = audit_row(scope, status)
+        if row["route"] == UNMATCHED:  # refused before routing (the guard, a 404)
+            row["route"] = (self._route_of(scope) or UNMATCHED)[:MAX_ROUTE]
+        return row
 
     async def _audit(self, row: dict[str, Any]) -> None:
         runtime = self._runtime_of()

@@ -82,6 +82,7 @@ def chat_client(endpoint: JudgeEndpoint, settings: Settings) -> ChatClient:
             model=endpoint.model,
             api_key=endpoint.api_key.get_secret_value() if endpoint.api_key else None,
             read_timeout_s=endpoint.read_timeout_s,
+            max_tokens=endpoint.max_tokens,
         ),
         retry=RetryPolicy(max_wait_s=settings.judge_max_wait_s),
         concurrency=settings.judge_concurrency,

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from clients.llm.chat import ChatDeferred, ChatError
+from clients.llm.chat import ChatDeferred, ChatError, ChatRejected
 from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
 from judge.contamination.replay import completion_match
@@ -241,9 +241,14 @@ class ScoringWorker:
                 outcome = await judge.grade(judge_input)
         except ChatDeferred as deferred:
             return _Deferral(deferred.wait_s, f"deferred by the judge's provider: {deferred}")
+        except ChatRejected as rejected:
+            return _rejected(job.judge, rejected)
         except ChatError as error:
             if job.attempts >= self.settings.judge_max_attempts:
-                return _needs_review(f"judge unavailable after {job.attempts} attempts: {error}")
+                return _needs_review(
+                    f"judge unavailable after {job.attempts} attempts: {error}",
+                    calls=getattr(error, "attempts", 0),
+                )
             return _Deferral(min(MAX_ERROR_BACKOFF_S, 5.0 * 2**job.attempts), str(error))
         return {
             "score": outcome.rating,
@@ -275,8 +280,28 @@ def _replay_verdict(question: str, completion: str) -> dict[str, Any]:
     }
 
 
-def _needs_review(detail: str) -> dict[str, Any]:
-    return {"score": None, "method": "judge", "needs_review": True, "detail": detail}
+def _rejected(judge: str, rejected: ChatRejected) -> dict[str, Any]:
+    """A judge's provider refused the call for good (a 4xx: the prompt does not fit its
+    context, a bad key, an unknown model): retrying cannot help, so the answer goes to
+    human review at once, with the reason, and the judge is named in the log (the
+    ``rejected`` call outcome feeds the judge-error alert)."""
+    log.error(
+        "judge %s rejected the call (HTTP %d); the answer goes to review: %s",
+        judge,
+        rejected.status,
+        rejected.body,
+    )
+    return _needs_review(f"judge {judge} rejected the call: {rejected}", calls=rejected.attempts)
+
+
+def _needs_review(detail: str, *, calls: int = 0) -> dict[str, Any]:
+    return {
+        "score": None,
+        "method": "judge",
+        "needs_review": True,
+        "detail": detail,
+        "calls": calls,
+    }
 
 
 def _now() -> datetime:

@@ -33,6 +33,7 @@ from server.errors import (
 from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions import adaptive, commitment, service
 from server.sessions.adaptive import AdaptiveRequest
+from server.sessions.answer_reports import AnswerReports
 from server.sessions.models import EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.schemas import (
@@ -175,6 +176,10 @@ async def submit_answer(
         reasoning=body.reasoning,
         prompt_tokens=body.usage.prompt_tokens if body.usage else None,
         completion_tokens=body.usage.completion_tokens if body.usage else None,
+        reports=AnswerReports(
+            finish_reason=body.finish_reason.value if body.finish_reason else None,
+            model_latency_s=body.model_latency_s,
+        ),
         limits=runtime.limits,
         now=_now(),
         judges=runtime.judging,

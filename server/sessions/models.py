@@ -66,6 +66,12 @@ class Answer(Base):
     """Tokens the model read for this answer, as the client reports them (for cost)."""
     completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     """Tokens the model wrote (reasoning included), as the client reports them."""
+    finish_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    """Why the model's reply ended, as the client reports it (``FinishReason``: ``length``
+    for a cut reply, ``error`` for an item the model could not answer)."""
+    reported_latency_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """The model's own time for the reply, as the client reports it (the server's own
+    figure is ``submitted_at - delivered_at``, client overhead included)."""
 
 
 class AdaptiveRun(Base):

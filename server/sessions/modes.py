@@ -9,8 +9,9 @@
   sessions for the generalisation gap, not ranked.
 * ``adaptive``: the server picks each next item from what has been scored so far and
   ends the session when the stopping rule fires (``server.sessions.adaptive``).
-  Its score is the stratified estimate with its interval; not ranked yet (the leaderboard
-  pools plain means of fixed sessions).
+  Its score is the stratified estimate with its interval; ranked with the fixed sessions
+  (``server.leaderboard.service.RANKED_MODES``: each adaptive session counts with its
+  estimate).
 * ``item_set``: items of a named item set an admin saved (``bank.item_sets``; e.g. a
   selective subset chosen from the bank-health figures), drawn like the anchor set: active
   members only, one per family, families the organisation has not been served; scored as

@@ -14,6 +14,7 @@ from clients.sdk.types import (
     AdaptiveBound,
     AdaptivePolicy,
     AdaptiveSummary,
+    FinishReason,
     SessionState,
     StopReason,
 )
@@ -201,12 +202,22 @@ class TokenUsage(RequestBody):
     completion_tokens: int = Field(ge=0, le=100_000_000)
 
 
+MAX_REPORTED_LATENCY_S = 86_400.0
+"""Longest model latency a client may report (a day)."""
+
+
 class AnswerIn(RequestBody):
     position: int = Field(ge=0, le=1_000_000)
     item_id: uuid.UUID
     answer: str = Field(max_length=MAX_ANSWER)
     reasoning: str | None = Field(None, max_length=MAX_REASONING)
     usage: TokenUsage | None = None
+    finish_reason: FinishReason | None = None
+    """Why the model's reply ended: ``length`` (cut by ``max_tokens``: the answer may be
+    incomplete), ``error`` (the call failed for this item; the answer is empty), ..."""
+    model_latency_s: float | None = Field(None, ge=0, le=MAX_REPORTED_LATENCY_S)
+    """The model's own time for the reply in seconds, as the client measured it; kept as
+    reported, beside the server's delivery-to-answer time."""
 
 
 class AnswerAccepted(BaseModel):

@@ -50,6 +50,7 @@ from server.review.sampling import ReviewPolicy
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import enqueue_answer
 from server.sessions import adaptive, single_statement
+from server.sessions.answer_reports import AnswerReports
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import (
@@ -545,13 +546,15 @@ async def submit_answer(
     judges: JudgeAssignment | None = None,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
+    reports: AnswerReports | None = None,
 ) -> Answer:
     """Accept the answer to the pending item at ``position``; the first answer stands.
 
     A reasoning trace inside the answer (``<think>...</think>``) is stored apart, in
     ``reasoning`` after any trace sent separately; ``answer`` keeps the final answer, which
     is what gets judged. ``prompt_tokens``/``completion_tokens`` are the client's report of
-    what the model spent (cost per model on the leaderboard). With ``judges``, the answer
+    what the model spent (cost per model on the leaderboard), ``reports`` why its reply
+    ended and how long it took by the client's clock. With ``judges``, the answer
     is put in the scoring outbox for each judge of its panel in the same transaction
     (``server.scoring``), so an accepted answer is always scored.
 
@@ -561,6 +564,7 @@ async def submit_answer(
     On PostgreSQL the common answer is one statement (``single_statement.answer``);
     whatever it does not cover goes the general way, which decides as before."""
     final, trace = split_reasoning(answer)
+    reports = reports or AnswerReports()
     accepted = Answer(
         session_id=session_id,
         position=position,
@@ -571,6 +575,8 @@ async def submit_answer(
         submitted_at=now,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        finish_reason=reports.finish_reason,
+        reported_latency_s=reports.model_latency_s,
     )
     if single_statement.applies(db) and await single_statement.answer(
         db,
@@ -584,6 +590,7 @@ async def submit_answer(
         reasoning=accepted.reasoning,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        reports=reports,
     ):
         metrics.on_commit(db, metrics.ANSWERS.inc)
         await _enqueue(db, judges=judges, session_id=session_id, position=position, item_id=item_id)

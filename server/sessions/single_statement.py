@@ -32,8 +32,10 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Boolean,
+    Float,
     Integer,
     Select,
+    String,
     Table,
     and_,
     bindparam,
@@ -52,6 +54,7 @@ from sqlalchemy.sql.dml import ReturningInsert
 from bank.models import Exposure, Item, SampleItem
 from server.auth.models import RevokedToken
 from server.auth.permissions import Permission, Principal
+from server.sessions.answer_reports import AnswerReports
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.states import SessionState
@@ -240,6 +243,8 @@ def _answer_statement() -> ReturningInsert[Any]:
         "submitted_at",
         "prompt_tokens",
         "completion_tokens",
+        "finish_reason",
+        "reported_latency_s",
     ]
     rows = select(
         answering.c.id,
@@ -252,6 +257,8 @@ def _answer_statement() -> ReturningInsert[Any]:
         now,
         bindparam("p_prompt_tokens", type_=Integer),
         bindparam("p_completion_tokens", type_=Integer),
+        bindparam("p_finish_reason", type_=String),
+        bindparam("p_reported_latency_s", type_=Float),
     ).select_from(answering)
     return insert(_AN).from_select(columns, rows).returning(literal_column("1"))
 
@@ -269,6 +276,7 @@ async def answer(
     reasoning: str | None,
     prompt_tokens: int | None,
     completion_tokens: int | None,
+    reports: AnswerReports,
 ) -> bool:
     """Accept the answer if the common case holds (see the module docstring); False, and
     nothing was written, otherwise."""
@@ -279,5 +287,7 @@ async def answer(
         "p_reasoning": reasoning,
         "p_prompt_tokens": prompt_tokens,
         "p_completion_tokens": completion_tokens,
+        "p_finish_reason": reports.finish_reason,
+        "p_reported_latency_s": reports.model_latency_s,
     }
     return (await db.execute(_answer_statement(), params)).first() is not None

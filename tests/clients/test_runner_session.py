@@ -1,24 +1,29 @@
 """The runner in process against the real API and the local model server: every paradigm,
-a raw-completion endpoint behind a chat template, a reasoning model, and a model that
-fails mid-session (the session stays resumable)."""
+a raw-completion endpoint behind a chat template, a reasoning model, a model that fails
+mid-session (the session stays resumable), and what real inference servers do to items
+(a context too small for the prompt, replies cut at ``max_tokens``, empty replies)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from clients.llm.chat import ChatClient, ChatEndpoint, RetryPolicy
 from clients.runner.adapters import get_adapter
-from clients.runner.runner import RunConfig, Runner
+from clients.runner.runner import RunConfig, Runner, summary_json
 from clients.runner.transcript import Transcript, read_lines
 from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
+from server.sessions.models import Answer
 from tests.support.api import World, running_api, seed_world, test_settings
+from tests.support.database import database_session
 from tests.support.fake_llm import running_fake_llm
 
 
@@ -118,3 +123,65 @@ async def test_a_failing_model_stops_the_session_resumably(
     ends = [line for line in read_lines(tmp_path / "t.jsonl") if line["event"] == "session_end"]
     assert ends[0]["error"] == outcome.error
     assert json.dumps(ends[0])  # JSON-clean
+
+
+async def test_an_item_past_the_models_context_is_answered_empty_and_the_session_ends(
+    world: tuple[str, World], tmp_path: Path
+) -> None:
+    """A model whose context no prompt fits, refused as llama.cpp's server refuses (500
+    "exceeds the available context size"): no retry, every item answered empty with
+    ``finish_reason: error`` and the refusal in the transcript, and the session ends, so
+    the organisation's slot comes back (it used to stay active for its 7-day deadline)."""
+    db_url, w = world
+    key = ServerConfig(answer_key=await AnswerKey.load_database(db_url))
+    summary, items, extra = await drive(
+        db_url, w, tmp_path, key, sessions=1, n_items=4, profile="model-tiny-context"
+    )
+    (outcome,) = summary.outcomes
+    assert outcome.error is None and outcome.failed_items == 4, outcome
+    assert extra["session"].state in ("answered", "scored") and extra["session"].completed == 4
+    assert extra["stats"]["requests"] == 4  # one call per item: an overflow is not retried
+    assert all(i["finish_reason"] == "error" and i["answer"] == "" for i in items)
+    assert all("ChatContextOverflow" in i["failure"] and "context" in i["failure"] for i in items)
+    rows = await answers_of(db_url, outcome.session_id)
+    assert [r.finish_reason for r in rows] == ["error"] * 4
+
+
+async def test_cut_and_empty_replies_are_marked_and_counted(
+    world: tuple[str, World], tmp_path: Path
+) -> None:
+    """A reply cut at ``max_tokens`` is submitted with ``finish_reason: length`` (on the
+    answer and in the transcript) and an empty reply is counted as empty; the summary
+    gives both counts, and the model's own latency is stored as reported."""
+    db_url, w = world
+    key = ServerConfig(answer_key=await AnswerKey.load_database(db_url))
+    cut, cut_items, _ = await drive(
+        db_url, w, tmp_path, key, sessions=1, n_items=3, profile="model-rambler", max_tokens=8
+    )
+    (outcome,) = cut.outcomes
+    assert (outcome.truncated, outcome.empty, outcome.failed_items) == (3, 0, 0)
+    assert all(i["finish_reason"] == "length" and len(i["answer"]) <= 8 * 4 for i in cut_items)
+    rows = await answers_of(db_url, outcome.session_id)
+    assert [r.finish_reason for r in rows] == ["length"] * 3
+    assert all(r.reported_latency_s is not None and r.reported_latency_s >= 0 for r in rows)
+    assert summary_json(cut)["truncated"] == 3
+
+    (tmp_path / "silent").mkdir()  # a transcript of its own: a new run, not a resumed one
+    silent, silent_items, _ = await drive(
+        db_url, w, tmp_path / "silent", key, sessions=1, n_items=3, profile="model-silent"
+    )
+    (quiet,) = silent.outcomes
+    assert (quiet.truncated, quiet.empty) == (0, 3) and quiet.error is None
+    assert all(i["empty"] and i["finish_reason"] == "stop" for i in silent_items)
+    assert summary_json(silent)["empty"] == 3
+
+
+async def answers_of(db_url: str, session_id: str) -> list[Any]:
+    """The session's answer rows, by position."""
+    async with database_session(db_url) as db:
+        rows = await db.execute(
+            select(Answer)
+            .where(Answer.session_id == uuid.UUID(session_id))
+            .order_by(Answer.position)
+        )
+        return list(rows.scalars())

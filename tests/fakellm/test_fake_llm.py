@@ -177,6 +177,34 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 # --------------------------------------------------------------------------- protocol
 
 
+def test_what_real_inference_servers_do_to_requests(client: httpx.Client) -> None:
+    """The profiles of ``fakellm.limits``: a prompt past the context (500, as llama.cpp's
+    server answers it; 400 ``context_length_exceeded`` elsewhere), a permanent refusal,
+    replies cut at ``max_tokens``, an empty reply, and an endless one stopped by
+    ``max_tokens``."""
+    question = mc_items()[3]["question"]
+    overflow = chat(client, "model-tiny-context", question * 4)  # past 16 tokens
+    assert overflow.status_code == 500
+    error = overflow.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "exceeds the available context size" in error["message"]
+    refused = chat(client, "judge-rejecting", question)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "request_rejected"
+
+    cut = chat(client, "model-rambler", question, max_tokens=5).json()
+    [choice] = cut["choices"]
+    assert choice["finish_reason"] == "length" and len(choice["message"]["content"]) == 5 * 4
+    assert cut["usage"]["completion_tokens"] == 5
+    endless = chat(client, "judge-endless", question, max_tokens=300).json()
+    assert endless["usage"]["completion_tokens"] == 300
+    short = chat(client, "model-strong", question, max_tokens=1).json()["choices"][0]
+    assert short["finish_reason"] == "length" and len(short["message"]["content"]) <= 4
+    empty = chat(client, "model-silent", question).json()["choices"][0]
+    assert empty["finish_reason"] == "stop" and empty["message"]["content"] == ""
+    for bad in (0, -1, "10", True):
+        assert chat(client, "model-strong", question, max_tokens=bad).status_code == 400, bad
+
+
 def test_a_reply_follows_the_openai_schema(client: httpx.Client) -> None:
     item = mc_items()[3]
     response = chat(client, "model-mid", item["question"], temperature=0)

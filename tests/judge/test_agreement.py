@@ -464,7 +464,17 @@ def test_to_json_shape_and_nan_as_null() -> None:
     data = report.to_json()
     text = json.dumps(data, allow_nan=False)  # would raise on a NaN
     assert json.loads(text) == data
-    assert set(data) == {"reference", "raters", "models", "ranking_agreement", "family_bias"}
+    assert set(data) == {
+        "reference",
+        "raters",
+        "models",
+        "ranking_agreement",
+        "family_bias",
+        "intervals",
+    }
+    assert set(data["intervals"]) == {"raters", "models", "families"}
+    flat = data["intervals"]["raters"]["flat"]["plain"]  # undefined kappa: no interval
+    assert flat["estimate"] is None and flat["low"] is None and flat["n"] == 5
     assert data["reference"] == "human"
     agreement_keys = {"kappa", "weighted_kappa", "exact", "within_one", "n"}
     assert all(set(v) == agreement_keys for v in data["raters"].values())

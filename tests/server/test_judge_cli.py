@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import select
 
@@ -130,6 +131,15 @@ async def test_agreement_json_equals_scikit_learn_and_store_picks_the_default_ju
         weighted = cohen_kappa_score(a, b, labels=[0, 1, 2, 3], weights="quadratic")
         assert abs(figures["weighted_kappa"] - weighted) < 1e-9
         assert figures["exact"] == sum(x == y for x, y in zip(a, b, strict=True)) / 180
+        # the intervals the review route and `judge calibrate` give, offline too
+        interval = report["intervals"]["raters"][judge]
+        for kind, point in (("plain", figures["kappa"]), ("weighted", weighted)):
+            assert interval[kind]["estimate"] == pytest.approx(point)
+            assert interval[kind]["low"] < point < interval[kind]["high"]
+            assert interval[kind]["n"] == 180
+    models = {m for _, _, _, m, _ in rows}
+    assert set(report["intervals"]["models"]) == models
+    assert set(report["intervals"]["families"]) == {f for *_, f in rows}
     assert "judge-good vs judge-poor" in report["ranking_agreement"]
     assert report["family_bias"]["judge-good"]["family"] == "OpenAI"
     assert "stored the calibration of 3 raters" in result.stderr

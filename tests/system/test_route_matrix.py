@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -21,17 +21,23 @@ from server.database import unit_of_work
 from server.health.service import refresh_health
 from server.review.models import ReviewTask
 from tests.support.api import ROLES, World, login, open_session
+from tests.support.review import reviewer_key
 
 PUBLIC = "public"
 SCRAPE = "scrape token"
 """Only Prometheus's bearer token (PROCTOR_METRICS_TOKEN), never an API token of any role:
 401 with one, 404 while no scrape token is configured."""
+REVIEWER = "reviewer"
+CALLERS = (*ROLES, REVIEWER)
+"""Every role the matrix calls with: the organisation roles, admin, auditor and reviewer."""
+EVERYONE = frozenset(CALLERS)
 ALL = frozenset(ROLES)
+"""Every role but reviewers, who reach only their own token and the review queue."""
 WRITERS = frozenset({"admin", "evaluator", "vendor"})
 ADMIN = frozenset({"admin"})
 OVERSIGHT = frozenset({"admin", "auditor"})
-ANSWER_REVIEWERS = frozenset({"admin", "evaluator"})
-"""Roles of ``ROLES`` that work the human review queue (reviewers too, who are not in it)."""
+ANSWER_REVIEWERS = frozenset({"admin", "evaluator", REVIEWER})
+"""Roles that work the human review queue."""
 
 DOC_ROUTES = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 UNDOCUMENTED = DOC_ROUTES | {"/metrics"}
@@ -46,8 +52,8 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/metrics"): SCRAPE,
-    ("GET", "/v1/whoami"): ALL,
-    ("POST", "/v1/auth/refresh"): ALL,
+    ("GET", "/v1/whoami"): EVERYONE,
+    ("POST", "/v1/auth/refresh"): EVERYONE,
     ("POST", "/v1/admin/tokens/revoke"): ADMIN,
     ("POST", "/v1/models"): WRITERS,
     ("GET", "/v1/models"): ALL,
@@ -173,6 +179,8 @@ class Matrix:
     shared_session: str
     opened: list[str]
     app: FastAPI | None = None
+    keys: dict[str, str] = field(default_factory=dict)
+    """Organisation A's API key of every caller role (its reviewer's included)."""
 
     async def fresh_session(self) -> str:
         """A new 3-item session of org A opened by an evaluator (closed after use)."""
@@ -217,12 +225,12 @@ def static(url: str, json: Any = None) -> Prepare:
 
 
 async def _token(m: Matrix, role: str | None) -> Call:
-    return Call("/v1/auth/token", {"api_key": m.world.a.keys[role or "vendor"]})
+    return Call("/v1/auth/token", {"api_key": m.keys[role or "vendor"]})
 
 
 async def _refresh(m: Matrix, role: str | None) -> Call:
     # a refresh revokes the token it is called with: use a fresh one, not the shared one
-    fresh = await login(m.client, m.world.a.keys[role]) if role is not None else None
+    fresh = await login(m.client, m.keys[role]) if role is not None else None
     return Call("/v1/auth/refresh", headers=fresh)
 
 
@@ -440,16 +448,20 @@ async def test_route_role_matrix(api: tuple[httpx.AsyncClient, World, FastAPI]) 
     client, world, app = api
     routes = app_routes(app)
     assert routes == INTENDED.keys()
-    headers = {role: await login(client, world.a.keys[role]) for role in ROLES}
+    keys = {
+        **world.a.keys,
+        REVIEWER: await reviewer_key(app.state.runtime.settings.database_url, world.a.id),
+    }
+    headers = {role: await login(client, keys[role]) for role in CALLERS}
     assert world.a.model_id is not None
     shared = str((await open_session(client, headers["evaluator"], world.a.model_id, 3))["id"])
-    matrix = Matrix(client, world, headers, shared, [], app)
+    matrix = Matrix(client, world, headers, shared, [], app, keys)
     mismatches: list[str] = []
     unexercised: list[str] = []
     requests = 0
     for method, path in sorted(INTENDED):
         allowed = INTENDED[(method, path)]
-        for caller in (None, *ROLES):
+        for caller in (None, *CALLERS):
             call = await PREPARE[(method, path)](matrix, caller)
             sent: dict[str, str] = {}
             if caller is not None:
@@ -470,7 +482,7 @@ async def test_route_role_matrix(api: tuple[httpx.AsyncClient, World, FastAPI]) 
                 matrix.opened.append(response.json()["id"])
             await matrix.close_opened()
     print(f"\nroute matrix: {len(INTENDED)} routes covered, {requests} requests made")
-    assert requests == len(INTENDED) * (len(ROLES) + 1)
+    assert requests == len(INTENDED) * (len(CALLERS) + 1)
     assert mismatches == []
     assert unexercised == []
 

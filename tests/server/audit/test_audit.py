@@ -55,7 +55,7 @@ async def subject_of(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
 
 
 async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db: WorldDb) -> None:
-    client, world, _ = api
+    client, world, app = api
     db_url, _ = world_db
     assert world.a.model_id is not None and world.b.model_id is not None
     vendor = await login(client, world.a.keys["vendor"])
@@ -79,7 +79,9 @@ async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db
         expected.append(exp)
         return response
 
-    def exp(what: str, status: int, method: str, route: str, who: str | None, sess: str | None):
+    def exp(
+        what: str, status: int, method: str, route: str, who: str | None, sess: str | None
+    ) -> Expected:
         subject = {"vendor": vendor_sub, "evaluator": eval_sub, None: None}[who]
         return Expected(what, status, method, route, subject, a_org if who else None, sess)
 
@@ -170,8 +172,31 @@ async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db
         vendor,
     )
 
+    # refused by the guard before routing: the route the request was for is recorded
+    # (the subject is not: the guard refuses before any token is read)
+    await call(
+        exp("400 NUL in the query", 400, "GET", "/v1/sessions", None, None),
+        "GET",
+        "/v1/sessions?limit=%00",
+        vendor,
+    )
+    await call(
+        exp("413 body", 413, "POST", S + "/answers", None, None),
+        "POST",
+        f"/v1/sessions/{sid}/answers",
+        evaluator,
+        content=b"x" * (app.state.runtime.settings.max_body_bytes + 1),
+    )
+    await call(
+        exp("422 hostile JSON", 422, "POST", "/v1/models", None, None),
+        "POST",
+        "/v1/models",
+        {**vendor, "content-type": "application/json"},
+        content=b'{"name": "a\\u0000b", "api_snapshot": "v1"}',
+    )
+
     rows = await audit_rows(db_url, after=base)
-    assert len(rows) == len(expected) == 15
+    assert len(rows) == len(expected) == 18
     for row, want in zip(rows, expected, strict=True):
         got = (row.status, row.method, row.route, row.subject, row.org_id, row.session_id)
         session = uuid.UUID(want.session_id) if want.session_id else None
@@ -182,7 +207,7 @@ async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db
         assert row.at is not None
 
     # (b) the 409 and the 422 rolled their transaction back, and their rows are there
-    assert [r.status for r in rows if r.status in (409, 422)] == [409, 422, 422]
+    assert [r.status for r in rows if r.status in (409, 422)] == [409, 422, 422, 422]
 
     # (c) nothing secret or submitted is in any column of any audit row
     secrets = {f"token {i}": t for i, t in enumerate(tokens)}
@@ -302,3 +327,44 @@ async def test_audit_read_is_for_auditors(api: Api) -> None:
     refused = await client.get("/v1/admin/audit", headers=vendor)
     assert refused.status_code == 403
     assert refused.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_client_that_hangs_up_mid_body_is_audited_as_closed_not_as_a_500(
+    api: Api, world_db: WorldDb
+) -> None:
+    """The client sends part of a body and leaves: nothing is answered, and the audit row
+    says 499 (client closed the request) for the route it was for, not 500."""
+    _, _, app = api
+    db_url, _ = world_db
+    base = await last_audit_id(db_url)
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": b'{"api_key": "pk_', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/auth/token",
+        "raw_path": b"/v1/auth/token",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"proctor.test"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("proctor.test", 80),
+        "state": {},
+    }
+    await app(scope, receive, send)
+    assert sent == []
+    (row,) = await audit_rows(db_url, after=base)
+    assert (row.status, row.method, row.route) == (499, "POST", "/v1/auth/token")

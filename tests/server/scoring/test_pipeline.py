@@ -4,14 +4,18 @@ real local judge server, verdicts in the database (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from fakellm.app import ServerConfig
 from judge.prompts import PROMPT_VERSION
+from server.config import DEFAULT_JUDGE_MAX_TOKENS
 from server.database import create_engine, unit_of_work
 from server.scoring import service
 from server.scoring.models import ScoringJob
@@ -169,6 +173,70 @@ async def test_unreadable_judge_leaves_answers_for_review_not_zero(
     assert queued == len(judged)
     rescored = {v.position: v.score for v in await verdicts(db_url, driven.id)}
     assert rescored == driven.expected
+
+
+async def test_a_judge_that_rejects_every_call_sends_answers_to_review_at_once(
+    world_db: tuple[str, World], llm: FakeLlm, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A permanent 400 (say, the judge's context is too small for our prompt) is not
+    retried with back-off for a quarter of an hour: the answer goes to review on the first
+    attempt with the reason, the log names the judge, the ``rejected`` call outcome moves
+    (the judge-error alert's input) and the verdict counts the call it made."""
+    db_url, world = world_db
+    rejected_before = _judge_calls(JUDGE, "rejected")
+    settings = judge_settings(db_url, llm, model="judge-rejecting")
+    with caplog.at_level(logging.ERROR, logger="server.scoring.worker"):
+        async with running_api(settings) as (_, client):
+            driven = await drive_session(client, db_url, world, n_items=16)
+            await wait_until(lambda: scored(db_url, driven.id), what="the session scored")
+    judged = [v for v in await verdicts(db_url, driven.id) if v.method == "judge"]
+    assert judged, "the sample should hold open items"
+    assert all(v.needs_review and v.score is None and v.calls == 1 for v in judged)
+    assert all(f"judge {JUDGE} rejected the call" in (v.detail or "") for v in judged)
+    jobs = await _jobs(db_url, driven.id)
+    assert all(
+        j.attempts == 1
+        for j in jobs
+        if j.judge == JUDGE and j.position in {v.position for v in judged}
+    )
+    assert _judge_calls(JUDGE, "rejected") - rejected_before == len(judged)
+    named = [r for r in caplog.records if JUDGE in r.getMessage() and "rejected" in r.getMessage()]
+    assert len(named) == len(judged)
+
+
+async def test_a_rambling_judge_is_cut_at_its_max_tokens(world_db: tuple[str, World]) -> None:
+    """A judge that would generate until its context is full is sent ``max_tokens``
+    (1,024 unless its ``PROCTOR_JUDGES`` entry says otherwise) and stops there; its reply,
+    which holds no rating, sends the answer to review."""
+    db_url, world = world_db
+    with running_fake_llm() as endless:
+        settings = judge_settings(db_url, endless, model="judge-endless")
+        assert settings.judges[0].max_tokens == DEFAULT_JUDGE_MAX_TOKENS
+        async with running_api(settings) as (_, client):
+            driven = await drive_session(client, db_url, world, n_items=16)
+            await wait_until(lambda: scored(db_url, driven.id), what="the session scored")
+    judged = [v for v in await verdicts(db_url, driven.id) if v.method == "judge"]
+    assert judged and all(v.needs_review for v in judged)
+    assert all(v.calls >= 1 for v in judged)
+    # each call stopped at the cap (without it, the filler runs to the fake's 32,768)
+    assert all(0 < v.completion_tokens <= v.calls * DEFAULT_JUDGE_MAX_TOKENS for v in judged)
+
+
+def _judge_calls(judge: str, outcome: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "proctor_judge_calls_total", {"judge": judge, "outcome": outcome}
+    )
+    return value or 0.0
+
+
+async def _jobs(db_url: str, session_id: uuid.UUID) -> list[ScoringJob]:
+    engine = create_engine(db_url)
+    try:
+        async with unit_of_work(engine) as db:
+            rows = await db.execute(select(ScoringJob).where(ScoringJob.session_id == session_id))
+            return list(rows.scalars())
+    finally:
+        await engine.dispose()
 
 
 async def test_a_long_retry_after_defers_the_job(world_db: tuple[str, World]) -> None:
