@@ -588,10 +588,13 @@ class DisciplineScore(_Body):
 
 @dataclass(frozen=True, slots=True)
 class Latency(_Body):
-    """Seconds from delivering an item to receiving its answer."""
+    """Seconds from delivering an item to receiving its answer (the server's clock), and
+    the median of the model latencies clients reported with their answers."""
 
     median_s: float | None
     p95_s: float | None
+    reported_median_s: float | None = None
+    reported_n: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,20 +305,31 @@ normalised to sum to 1.
 
 def rele_schemes_for(dimensions: Sequence[str]) -> dict[str, dict[str, float]] | None:
     """ReLE's schemes keyed by ``dimensions``' own spelling, or None when ``dimensions``
-    are not the ten LLMEval-Fair disciplines.
+    are not LLMEval-Fair disciplines.
 
     Names match case-insensitively, so the bank's discipline keys (``"law"``) and table 8's
-    headers (``"Law"``) both get the schemes.
+    headers (``"Law"``) both get the schemes. On at least two of the ten and no other (a
+    bank without, say, Military items) each scheme keeps its weights on the disciplines
+    present, renormalised to sum to 1 (:func:`restricted_scheme`): the relative emphasis
+    ReLE gives them is kept, the absent ones drop out. None for fewer than two, or for any
+    dimension outside the ten (whose weight ReLE does not say).
     """
     spelling = {name.casefold(): name for name in dimensions}
-    if len(spelling) != len(dimensions) or set(spelling) != {
-        d.casefold() for d in LLMEVAL_FAIR_DISCIPLINES
-    }:
+    ten = {d.casefold() for d in LLMEVAL_FAIR_DISCIPLINES}
+    if len(spelling) != len(dimensions) or len(spelling) < 2 or not set(spelling) <= ten:
         return None
     return {
-        scheme: {spelling[d.casefold()]: w for d, w in weights.items()}
+        scheme: restricted_scheme(
+            {spelling[d.casefold()]: w for d, w in weights.items() if d.casefold() in spelling}
+        )
         for scheme, weights in RELE_SCHEMES.items()
     }
+
+
+def restricted_scheme(weights: Mapping[str, float]) -> dict[str, float]:
+    """``weights`` renormalised to sum to 1 (the scheme restricted to these dimensions)."""
+    total = math.fsum(weights.values())
+    return {name: weight / total for name, weight in weights.items()}
 
 
 class SchemeError(ValueError):
@@ -698,8 +709,9 @@ def diagnose(
       dimension are left out first, like models not scored on every dimension.
     * Anisotropy: no pair of dimensions has a defined correlation (at most one dimension
       varies across models; see :func:`anisotropy_index`).
-    * RSA: no weighting scheme applies (``schemes`` None on dimensions other than the ten
-      LLMEval-Fair disciplines), or the schemes are invalid (:func:`validate_schemes`).
+    * RSA: no weighting scheme applies (``schemes`` None on dimensions outside the ten
+      LLMEval-Fair disciplines, or fewer than two of them), or the schemes are invalid
+      (:func:`validate_schemes`).
     * Capability inconsistency: a difficulty ``b_j`` (the anchors' mean score) is not
       positive, e.g. every model scores 0 on ``j`` (see :func:`capability_inconsistency`),
       or the adjusted scores overflow.
@@ -711,8 +723,8 @@ def diagnose(
     scores : array_like, shape (n_models, n_dimensions)
         Any floats, NaN and infinity included.
     schemes : mapping of str to mapping of str to float, optional
-        Weighting schemes of RSA; default :data:`RELE_SCHEMES` when the dimensions are the
-        ten LLMEval-Fair disciplines, none otherwise.
+        Weighting schemes of RSA; default :func:`rele_schemes_for` the dimensions (ReLE's,
+        on LLMEval-Fair disciplines only), none otherwise.
     label : str, default "dimension"
         What the reasons call a dimension (e.g. "discipline").
 
@@ -803,8 +815,8 @@ def _safe_rsa(
 ) -> tuple[dict[str, RankStability] | None, str | None]:
     if not schemes:
         return None, (
-            f"no weighting schemes apply to these {label}s (ReLE's are defined on the ten "
-            "LLMEval-Fair disciplines); give schemes of your own"
+            f"no weighting schemes apply to these {label}s (ReLE's weigh the ten "
+            "LLMEval-Fair disciplines, not others); give schemes of your own"
         )
     try:
         with np.errstate(all="ignore"):
@@ -869,5 +881,6 @@ __all__: list[str] = [
     "difficulty_anchors",
     "rank_stability_amplitude",
     "rele_schemes_for",
+    "restricted_scheme",
     "validate_schemes",
 ]

@@ -93,7 +93,9 @@ class ModelRecord:
     disciplines : mapping of str to sequence of int
         Item scores by discipline, pooled over the (fixed) sessions.
     latencies_s : sequence of float
-        End-to-end seconds per answered item.
+        End-to-end seconds per answered item (delivery to answer, by the server's clock).
+    reported_latencies_s : sequence of float
+        The model's own seconds per answer, where the client reported them.
     prompt_tokens, completion_tokens : int
         Tokens summed over the answers whose client reported usage ...
     n_with_usage : int
@@ -114,6 +116,7 @@ class ModelRecord:
     sessions: Sequence[Sequence[int]]
     disciplines: Mapping[str, Sequence[int]] = field(default_factory=dict)
     latencies_s: Sequence[float] = ()
+    reported_latencies_s: Sequence[float] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
     n_with_usage: int = 0
@@ -143,6 +146,10 @@ class Usage:
     prompt_tokens_per_item: float | None
     completion_tokens_per_item: float | None
     usd_per_1k_items: float | None
+    reported_latency_median_s: float | None = None
+    """The median of the model latencies clients reported (their own clocks; the server's
+    ``latency_*`` include the client's overhead), over ``n_reported_latency`` answers."""
+    n_reported_latency: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,7 +447,9 @@ def _usage(record: ModelRecord) -> Usage:
         price_in, price_out = (float(p or 0.0) for p in prices)
         per_item = (tokens_in * price_in + tokens_out * price_out) / TOKENS_PER_PRICE_UNIT
         cost = per_item * 1000
-    return Usage(median, p95, tokens_in, tokens_out, cost)
+    reported = np.asarray(record.reported_latencies_s, dtype=float)
+    reported_median = float(np.median(reported)) if reported.size else None
+    return Usage(median, p95, tokens_in, tokens_out, cost, reported_median, int(reported.size))
 
 
 BoardDiagnostics = Diagnostics

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.api.outcomes import mark_client_closed
+from server.api.outcomes import mark_client_closed, mark_refused
 from server.api.problems import problem
 from server.errors import BadRequest, ContentTooLarge, InvalidInput, ProctorError
 
@@ -313,6 +313,7 @@ async def _refuse(
     detail: str,
     headers: dict[str, str] | None = None,
 ) -> None:
+    mark_refused(scope, f"{kind.title}: {detail}")
     response = problem(
         Request(scope), status=kind.status, title=kind.title, detail=detail, headers=headers
     )

@@ -12,6 +12,9 @@ CLIENT_CLOSED = 499
 """The status audited for a request whose client hung up before it could be answered
 (nginx's "client closed request"); nothing is sent."""
 _CLOSED_KEY = "client_closed"
+_REFUSAL_KEY = "refused_because"
+CLOSED_REASON = "client closed the request"
+MAX_REASON = 200
 
 
 def mark_client_closed(scope: Scope) -> None:
@@ -21,6 +24,20 @@ def mark_client_closed(scope: Scope) -> None:
 
 def client_closed(scope: Scope) -> bool:
     return bool(scope.get("state", {}).get(_CLOSED_KEY))
+
+
+def mark_refused(scope: Scope, reason: str) -> None:
+    """Note why the request was refused before routing (a problem's title and detail,
+    which never echo what the client sent)."""
+    scope.setdefault("state", {})[_REFUSAL_KEY] = reason[:MAX_REASON]
+
+
+def reason_of(scope: Scope) -> str | None:
+    """Why the request was refused before routing, or that its client left; else None."""
+    if client_closed(scope):
+        return CLOSED_REASON
+    reason = scope.get("state", {}).get(_REFUSAL_KEY)
+    return reason if isinstance(reason, str) else None
 
 
 def route_template(app: FastAPI, scope: Scope) -> str | None:

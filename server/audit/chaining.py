@@ -22,12 +22,20 @@ HASHED_COLUMNS: tuple[str, ...] = tuple(
     column.name for column in AuditEntry.__table__.columns if column.name not in CHAIN_COLUMNS
 )
 """The columns a row's hash covers (every column but the chain's own and the id)."""
+HASHED_WHEN_SET = frozenset({"reason"})
+"""Columns added after rows were chained: hashed only when they hold a value, so that
+every row written before them verifies unchanged."""
 
 
 def audit_fields(row: Mapping[str, Any]) -> dict[str, Any]:
     """The hashed fields of an audit row (a row to insert, or one read back): every column
-    except ``id``, ``chain``, ``prev_hash`` and ``row_hash``; a missing one is None."""
-    return {name: row.get(name) for name in HASHED_COLUMNS}
+    except ``id``, ``chain``, ``prev_hash`` and ``row_hash``; a missing one is None, and
+    one of ``HASHED_WHEN_SET`` without a value is left out."""
+    return {
+        name: row.get(name)
+        for name in HASHED_COLUMNS
+        if name not in HASHED_WHEN_SET or row.get(name) is not None
+    }
 
 
 def _utc(moment: Any) -> datetime:

@@ -5,10 +5,10 @@ answering, when the error response goes out), before the client can see the stat
 It records time, subject, organisation, session, method, route, status and client address;
 never a header, a query string, a body, a token or an answer. A request refused before
 routing (by ``server.api.guard``) is recorded with the template of the route it was for,
-and one whose client hung up before it was complete with status 499
-(``server.api.outcomes.CLIENT_CLOSED``), not as a server error. Repeated refusals of
-one kind are folded into one row per window (``server.audit.refusals``), so a
-flood of bad requests costs a counter, not a row each.
+and why (``reason``: the guard's problem), and one whose client hung up before it was
+complete with status 499 (``server.api.outcomes.CLIENT_CLOSED``), not as a server error.
+Repeated refusals of one kind are folded into one row per window
+(``server.audit.refusals``), so a flood of bad requests costs a counter, not a row each.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bank.database import utcnow
-from server.api.outcomes import CLIENT_CLOSED, client_closed
+from server.api.outcomes import CLIENT_CLOSED, client_closed, reason_of
 from server.api.problems import is_unavailable
 from server.api.runtime import Runtime
 from server.audit.refusals import is_foldable
@@ -76,6 +76,9 @@ class AuditMiddleware:
         row = audit_row(scope, status)
         if row["route"] == UNMATCHED:  # refused before routing (the guard, a 404)
             row["route"] = (self._route_of(scope) or UNMATCHED)[:MAX_ROUTE]
+        reason = reason_of(scope)
+        if reason is not None:
+            row["reason"] = reason
         return row
 
     async def _audit(self, row: dict[str, Any]) -> None:

@@ -40,6 +40,10 @@ class AuditEntry(Base):
     """``row_hash`` of the chain's previous row (the chain's genesis hash for its first)."""
     row_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """SHA-256 over ``prev_hash`` and the row's fields (``server.ledger.chain.link``)."""
+    reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """Why a request was refused before the application saw it (the request guard's
+    problem: ``Content too large: ...``), or ``client closed the request``; None for every
+    request the application answered (its status says the rest)."""
     repeats: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     """How many requests the row stands for: more than 1 only for repeated refusals of one
     kind (``server.audit.refusals``), folded into one row per window."""

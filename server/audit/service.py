@@ -110,6 +110,7 @@ EXPORT_COLUMNS = (
     "status",
     "client",
     "repeats",
+    "reason",
 )
 """The columns ``export_audit`` gives, in order."""
 

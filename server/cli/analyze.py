@@ -69,8 +69,8 @@ def analyze_command(
         typer.Option(
             "--schemes",
             help='Weighting schemes for RSA, JSON {"scheme": {"dimension": weight, ...}}. '
-            "Default: ReLE's three schemes if the dimensions are the ten LLMEval-Fair "
-            "disciplines, else no RSA.",
+            "Default: ReLE's three schemes if the dimensions are LLMEval-Fair disciplines "
+            "(on some of the ten, renormalised over those), else no RSA.",
         ),
     ] = None,
     as_json: JsonFlag = False,

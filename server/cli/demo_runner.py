@@ -37,12 +37,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
-from sqlalchemy import select
 
 from bank.bundled_datasets import sample_path
+from bank.disciplines import DisciplineRow, list_disciplines
 from bank.formats import read_records
 from bank.importer import import_records
-from bank.models import Item
 from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.report import write_report
 from clients.report.board import model_rows, tie_groups
@@ -163,12 +162,10 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         console.print(f"[bold]1/5[/bold] bank: importing {', '.join(SAMPLES)} into {workdir}")
         upgrade(url)
         disciplines, tenants, admin_key = asyncio.run(_seed(url, config))
-        console.print(
-            f"      {len(disciplines)} disciplines; models: "
-            + ", ".join(f"{t.name} ({t.accuracy:.0%})" for t in tenants)
-        )
+        console.print(f"      {_disciplines_line(disciplines)}")
+        console.print("      models: " + ", ".join(f"{t.name} ({t.accuracy:.0%})" for t in tenants))
         fake = ServerConfig(
-            profiles=demo_profiles(disciplines, config.models, config.seed),
+            profiles=demo_profiles([d.key for d in disciplines], config.models, config.seed),
             answer_key=AnswerKey.from_database(url),
             seed=config.seed,
         )
@@ -273,7 +270,24 @@ def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Se
     )
 
 
-async def _seed(url: str, config: DemoConfig) -> tuple[list[str], list[_Tenant], str]:
+def _disciplines_line(rows: Sequence[DisciplineRow]) -> str:
+    """How many disciplines have items and which of them sessions draw from (the evaluated
+    set): ``10 disciplines with items, 9 evaluated (not evaluated: philosophy; evaluated
+    without items: military)``."""
+    stocked = [r for r in rows if r.items > 0]
+    drawn = [r.key for r in stocked if r.evaluated]
+    aside = [r.key for r in stocked if not r.evaluated]
+    empty = [r.key for r in rows if r.evaluated and r.items == 0]
+    notes = []
+    if aside:
+        notes.append(f"not evaluated: {', '.join(aside)}")
+    if empty:
+        notes.append(f"evaluated without items: {', '.join(empty)}")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return f"{len(stocked)} disciplines with items, {len(drawn)} evaluated{tail}"
+
+
+async def _seed(url: str, config: DemoConfig) -> tuple[list[DisciplineRow], list[_Tenant], str]:
     """Import the samples; an organisation with an evaluator key per model, and an admin."""
     engine = create_engine(url)
     try:
@@ -281,7 +295,7 @@ async def _seed(url: str, config: DemoConfig) -> tuple[list[str], list[_Tenant],
             records = (r for name in SAMPLES for r in read_records(sample_path(name)))
             await import_records(db, records, augment=True)
         async with unit_of_work(engine) as db:
-            disciplines = sorted(set((await db.execute(select(Item.discipline))).scalars()))
+            disciplines = await list_disciplines(db)
             tenants = []
             for name, accuracy in DEMO_MODELS[: config.models]:
                 org = await create_org(db, name=f"org-{name}")

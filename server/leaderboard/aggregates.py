@@ -132,6 +132,9 @@ async def aggregate_fixed_scores(
             func.array_agg(latency, type_=NullType()).label(
                 "latencies"
             ),  # asyncpg decodes the array
+            func.array_agg(Answer.reported_latency_s, type_=NullType())
+            .filter(Answer.reported_latency_s.is_not(None))
+            .label("reported"),  # NULL when no answer of the group has one
         )
         .select_from(Answer)
         .join(scored, scored.c.id == Answer.session_id)
@@ -160,12 +163,15 @@ def _assemble(rows: Any, make: Callable[[], Any]) -> dict[uuid.UUID, Any]:
     counts: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = {}
     by_discipline: dict[uuid.UUID, dict[str, list[int]]] = {}
     latencies: dict[uuid.UUID, list[float]] = {}
+    reported: dict[uuid.UUID, list[float]] = {}
     out: dict[uuid.UUID, Any] = {}
-    for model_id, session_id, discipline, score, n, prompt, completion, with_usage, times in rows:
+    for row in rows:
+        model_id, session_id, discipline, score, n, prompt, completion, with_usage, times = row[:9]
         entry = out.get(model_id)
         if entry is None:
             entry = out[model_id] = make()
             counts[model_id], by_discipline[model_id], latencies[model_id] = {}, {}, []
+            reported[model_id] = []
         sessions, disciplines = counts[model_id], by_discipline[model_id]
         if session_id not in sessions:
             sessions[session_id] = [0] * (MAX_SCORE + 1)
@@ -174,6 +180,7 @@ def _assemble(rows: Any, make: Callable[[], Any]) -> dict[uuid.UUID, Any]:
         sessions[session_id][score] += n
         disciplines[discipline][score] += n
         latencies[model_id] += times
+        reported[model_id] += row.reported or []
         entry.prompt_tokens += int(prompt)
         entry.completion_tokens += int(completion)
         entry.n_with_usage += with_usage
@@ -185,4 +192,5 @@ def _assemble(rows: Any, make: Callable[[], Any]) -> dict[uuid.UUID, Any]:
             name: np.repeat(SCORES, found) for name, found in by_discipline[model_id].items()
         }
         entry.latencies_s = latencies[model_id]
+        entry.reported_latencies_s = reported[model_id]
     return out

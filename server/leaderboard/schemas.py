@@ -103,6 +103,8 @@ def row_fields(row: LeaderboardRow, data: LeaderboardData) -> dict[str, Any]:
         "latency": {
             "median_s": _num(usage.latency_median_s),
             "p95_s": _num(usage.latency_p95_s),
+            "reported_median_s": _num(usage.reported_latency_median_s),
+            "reported_n": usage.n_reported_latency,
         },
         "cost": {
             "prompt_tokens_per_item": _num(usage.prompt_tokens_per_item, 1),
@@ -388,8 +390,16 @@ class DisciplineScoreOut(_Out):
 
 
 class LatencyOut(_Out):
+    """Seconds from delivering an item to receiving its answer (the server's clock, the
+    client's overhead included), and the model's own latency as clients reported it."""
+
     median_s: float | None
     p95_s: float | None
+    reported_median_s: float | None = None
+    """The median of the model latencies clients reported (``AnswerIn.model_latency_s``);
+    null when none did."""
+    reported_n: int = 0
+    """How many answers carried a reported latency."""
 
 
 class CostOut(_Out):

@@ -93,6 +93,7 @@ class _Collected:
     panel: list[list[float]] = field(default_factory=list)
     """Per counted answer, one score per judge (``AnswerRatings.judge_columns``)."""
     latencies_s: list[float] = field(default_factory=list)
+    reported_latencies_s: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     n_with_usage: int = 0
@@ -151,6 +152,7 @@ async def _scores_by_model(
             Answer.item_id,
             Answer.delivered_at,
             Answer.submitted_at,
+            Answer.reported_latency_s,
             Answer.prompt_tokens,
             Answer.completion_tokens,
         )
@@ -185,6 +187,8 @@ async def _scores_by_model(
         entry.disciplines[row.discipline].append(score)
         entry.panel.append(ratings.judge_columns(judges))
         entry.latencies_s.append(max(0.0, (row.submitted_at - row.delivered_at).total_seconds()))
+        if row.reported_latency_s is not None:
+            entry.reported_latencies_s.append(row.reported_latency_s)
         if row.prompt_tokens is not None and row.completion_tokens is not None:
             entry.prompt_tokens += row.prompt_tokens
             entry.completion_tokens += row.completion_tokens
@@ -419,6 +423,7 @@ def _record(
         sessions=list(data.sessions.values()),
         disciplines=dict(data.disciplines),
         latencies_s=[s for part in usage for s in part.latencies_s],
+        reported_latencies_s=[s for part in usage for s in part.reported_latencies_s],
         prompt_tokens=sum(part.prompt_tokens for part in usage),
         completion_tokens=sum(part.completion_tokens for part in usage),
         n_with_usage=sum(part.n_with_usage for part in usage),

@@ -35,7 +35,7 @@ import httpx
 from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.runner.runner import RunConfig, Runner, summary_json
 from clients.runner.transcript import Transcript
-from clients.sdk import Accepted, AsyncProctorClient, Item, Usage
+from clients.sdk import Accepted, AsyncProctorClient, FinishReason, Item, Usage
 from clients.sdk._core import IdLike
 
 
@@ -119,12 +119,20 @@ class LoggedClient(AsyncProctorClient):
         *,
         reasoning: str | None = None,
         usage: Usage | None = None,
+        finish_reason: FinishReason | None = None,
+        model_latency_s: float | None = None,
     ) -> Accepted:
         started, wall = time.monotonic(), time.time()
         ok = False
         try:
             accepted = await super().submit_answer(
-                session_id, item, answer, reasoning=reasoning, usage=usage
+                session_id,
+                item,
+                answer,
+                reasoning=reasoning,
+                usage=usage,
+                finish_reason=finish_reason,
+                model_latency_s=model_latency_s,
             )
             ok = True
         finally:

@@ -88,6 +88,12 @@ async def test_demo_ranks_the_models_as_configured_and_writes_the_report(
     assert set(item_disciplines) <= set(taxonomy)
     assert sampled and all(taxonomy[d] for d in sampled)
     assert (workdir / "transcript-demo-strong.jsonl").exists()
+    # every figure it computes on its own data: the discipline counts say what the
+    # leaderboard shows, and RSA is computed (ReLE's schemes over the disciplines present)
+    stocked = set(item_disciplines)
+    drawn = {d for d in stocked if taxonomy[d]}
+    assert f"{len(stocked)} disciplines with items, {len(drawn)} evaluated" in out
+    assert "RSA unavailable" not in out and re.search(r"demo-\w+: RSA \d+", out), out[-3000:]
 
 
 def test_demo_refuses_bad_settings(tmp_path: Path) -> None:

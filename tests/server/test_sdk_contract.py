@@ -236,7 +236,7 @@ FULL_ROW: dict[str, Any] = {
     "sessions": 2,
     "adaptive_sessions": 1,
     "disciplines": {"math": {"score": 6.1, "standard_error": 0.4, "items": 12}},
-    "latency": {"median_s": 1.2, "p95_s": 3.4},
+    "latency": {"median_s": 1.2, "p95_s": 3.4, "reported_median_s": 0.9, "reported_n": 40},
     "cost": {
         "prompt_tokens_per_item": 100.0,
         "completion_tokens_per_item": 20.0,

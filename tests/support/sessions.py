@@ -60,10 +60,12 @@ async def answer_items(
     answer: Callable[[Item, int], str],
     *,
     usage: dict[str, int] | None = None,
+    reports: dict[str, Any] | None = None,
     limit: int | None = None,
 ) -> list[Answered]:
     """Take items with ``GET /next`` and answer each with ``answer(item, position)`` (with
-    ``usage`` when given) until the session has none left (204) or ``limit`` are answered.
+    ``usage`` and the ``reports`` fields, e.g. ``model_latency_s``, when given) until the
+    session has none left (204) or ``limit`` are answered.
 
     Every ``next`` must give 200 or 204 and every answer 201; the bank item is read from
     ``db_url`` so that ``answer`` can be right or wrong on purpose.
@@ -88,6 +90,7 @@ async def answer_items(
             }
             if usage is not None:
                 body["usage"] = usage
+            body.update(reports or {})
             posted = await client.post(
                 f"/v1/sessions/{session_id}/answers", json=body, headers=headers
             )

@@ -166,9 +166,22 @@ def test_rele_schemes_match_the_disciplines_in_any_spelling() -> None:
         assert set(weights) == set(keys)
         assert weights["law"] == RELE_SCHEMES[name]["Law"]
     assert rele_schemes_for(LLMEVAL_FAIR_DISCIPLINES) == RELE_SCHEMES
-    assert rele_schemes_for(keys[:-1]) is None
-    assert rele_schemes_for([*keys[:-1], "philosophy"]) is None
+    assert rele_schemes_for([*keys[:-1], "philosophy"]) is None  # a weight ReLE does not give
     assert rele_schemes_for([*keys, "LAW"]) is None
+    assert rele_schemes_for(keys[:1]) is None
+
+
+def test_rele_schemes_on_some_of_the_ten_keep_their_proportions() -> None:
+    """A bank without Military items (the demo's): each scheme's weights on the nine
+    present, renormalised; the ratio of any two weights is ReLE's."""
+    present = [d for d in LLMEVAL_FAIR_DISCIPLINES if d != "Military"]
+    schemes = rele_schemes_for(present)
+    assert schemes is not None and list(schemes) == list(RELE_SCHEMES)
+    for name, weights in schemes.items():
+        assert set(weights) == set(present)
+        assert math.fsum(weights.values()) == pytest.approx(1.0)
+        full = RELE_SCHEMES[name]
+        assert weights["Law"] / weights["Science"] == pytest.approx(full["Law"] / full["Science"])
 
 
 def test_rele_schemes_on_the_ten_disciplines() -> None:

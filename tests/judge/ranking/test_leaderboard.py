@@ -398,6 +398,7 @@ def test_latency_quantiles_tokens_and_cost_per_item() -> None:
         "A",
         [[3, 2, 1]],
         latencies_s=latencies,
+        reported_latencies_s=latencies[:100],
         prompt_tokens=123_456,
         completion_tokens=45_678,
         n_with_usage=200,
@@ -408,6 +409,8 @@ def test_latency_quantiles_tokens_and_cost_per_item() -> None:
     usage = build_leaderboard([record], n_resamples=50).row("a").usage
     assert usage.latency_median_s == pytest.approx(float(np.median(latencies)), rel=1e-12)
     assert usage.latency_p95_s == pytest.approx(float(np.quantile(latencies, 0.95)), rel=1e-12)
+    assert usage.reported_latency_median_s == pytest.approx(float(np.median(latencies[:100])))
+    assert usage.n_reported_latency == 100
     assert usage.prompt_tokens_per_item == pytest.approx(123_456 / 200)
     assert usage.completion_tokens_per_item == pytest.approx(45_678 / 200)
     cost = (123_456 / 200 * 2.5 + 45_678 / 200 * 10.0) / 1e6 * 1000

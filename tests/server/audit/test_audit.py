@@ -206,6 +206,14 @@ async def test_every_request_is_audited_once_with_its_outcome(api: Api, world_db
         assert row.client == "127.0.0.1", want.what
         assert row.at is not None
 
+    # why the guard refused, in its own words (which never echo the request's values);
+    # requests the application answered carry no reason
+    reasons = {row.status: row.reason for row in rows if row.reason is not None}
+    assert [row.reason is not None for row in rows] == [False] * 15 + [True] * 3
+    assert reasons[400].startswith("Bad request: ")
+    assert reasons[413].startswith("Content too large: ")
+    assert reasons[422].startswith("Invalid input: ") and "NUL" in reasons[422]
+
     # (b) the 409 and the 422 rolled their transaction back, and their rows are there
     assert [r.status for r in rows if r.status in (409, 422)] == [409, 422, 422, 422]
 
@@ -368,3 +376,4 @@ async def test_a_client_that_hangs_up_mid_body_is_audited_as_closed_not_as_a_500
     assert sent == []
     (row,) = await audit_rows(db_url, after=base)
     assert (row.status, row.method, row.route) == (499, "POST", "/v1/auth/token")
+    assert row.reason == "client closed the request"

@@ -212,7 +212,7 @@ async def test_csv_export_follows_the_filters_and_guards_against_formulas(
     assert any(r["route"] == "/console/orgs/{org_id}" for r in records)
     assert list(records[0]) == [
         "id", "at", "subject", "org_id", "session_id", "method", "route", "status", "client",
-        "repeats",
+        "repeats", "reason",
     ]  # fmt: skip
     ids = [int(r["id"]) for r in records]
     assert ids == sorted(ids, reverse=True)

@@ -39,6 +39,10 @@ async def big_world(fresh_db_url: str) -> tuple[str, World]:
     return fresh_db_url, await seed_world(fresh_db_url, per_cell=15)
 
 
+REPORTED_S = 0.25
+"""The model latency the strong model's client reports with every answer."""
+
+
 def settings_for(db_url: str, llm: FakeLlm, **extra: Any) -> Any:
     return judged_settings(db_url, llm, leaderboard_resamples=500, **extra)
 
@@ -62,6 +66,7 @@ async def drive(
     mode: str = "fixed",
     usage: dict[str, int] | None = None,
     answer: Callable[[Item, int], str] | None = None,
+    reports: dict[str, Any] | None = None,
 ) -> Driven:
     """Open a session as the evaluator, answer every item as the vendor, wait until scored."""
     evaluator = await login(client, keys["evaluator"])
@@ -81,6 +86,7 @@ async def drive(
         headers,
         answer or (lambda item, position: answer_for(item, correct(position))),
         usage=usage,
+        reports=reports,
     )
     driven.scores = [3 if correct(a.position) else 0 for a in answered]
     driven.disciplines = [a.item.discipline for a in answered]
@@ -130,6 +136,7 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
                         n_items=18,
                         correct=correct,
                         usage={"prompt_tokens": 100, "completion_tokens": 50},
+                        reports={"model_latency_s": REPORTED_S} if name == "strong" else None,
                     )
                 )
         names = {str(strong): "strong", str(world.a.model_id): "model-org-a", str(weak): "weak"}
@@ -181,6 +188,11 @@ async def test_leaderboard_ranks_with_intervals_groups_views_and_anchor_history(
         # latency from the server's clock, cost from the reported usage and the prices
         assert by_name["strong"]["latency"]["median_s"] >= 0
         assert by_name["strong"]["latency"]["p95_s"] >= by_name["strong"]["latency"]["median_s"]
+        # beside it, the model's own latency as the client reported it (36 answers)
+        assert by_name["strong"]["latency"]["reported_median_s"] == pytest.approx(REPORTED_S)
+        assert by_name["strong"]["latency"]["reported_n"] == 36
+        assert by_name["weak"]["latency"]["reported_median_s"] is None
+        assert by_name["weak"]["latency"]["reported_n"] == 0
         assert by_name["strong"]["cost"]["prompt_tokens_per_item"] == 100
         assert by_name["strong"]["cost"]["usd_per_1k_items"] == pytest.approx(0.6)
         assert by_name["weak"]["cost"]["usd_per_1k_items"] is None
