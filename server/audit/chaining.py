@@ -52,14 +52,17 @@ def chained_values(
 ) -> tuple[list[dict[str, Any]], str]:
     """The column values to insert for ``rows`` appended, in order, to the chain ending at
     ``head``, and the hash of the last one. ``rows`` are not modified (a spooled row is
-    chained afresh by whichever writer replays it)."""
+    chained afresh by whichever writer replays it). Every value dict has every column (a
+    batch is one multi-row insert), while the hash leaves out an unset ``HASHED_WHEN_SET``
+    column (``audit_fields``)."""
     values: list[dict[str, Any]] = []
     prev = head.head_hash
     for row in rows:
-        fields = audit_fields({"repeats": 1, **row})
-        fields["at"] = _utc(fields["at"])
-        row_hash = link(prev, fields)
-        values.append({**fields, "chain": head.chain, "prev_hash": prev, "row_hash": row_hash})
+        stored = {name: row.get(name) for name in HASHED_COLUMNS}
+        stored["repeats"] = row.get("repeats", 1)
+        stored["at"] = _utc(stored["at"])
+        row_hash = link(prev, audit_fields(stored))
+        values.append({**stored, "chain": head.chain, "prev_hash": prev, "row_hash": row_hash})
         prev = row_hash
     return values, prev
 

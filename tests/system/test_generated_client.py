@@ -241,6 +241,13 @@ def test_operation_ids_and_schema_names_are_short_and_stable(api: ModuleType) ->
     for name in document["components"]["schemas"]:
         assert name.isidentifier() and "V1" not in name, name
     assert "securitySchemes" in document["components"]
+    # the session size the server allows is the setting's, not a constant of the model
+    n_items = document["components"]["schemas"]["SessionCreate"]["properties"]["n_items"]
+    maxima = [b["maximum"] for b in n_items["anyOf"] if b.get("type") == "integer"]
+    assert maxima == [test_settings("sqlite+aiosqlite:///unused.db").max_session_items]
+    bundle = document["paths"]["/v1/audit/sessions/{session_id}/bundle"]["get"]["responses"]
+    assert "application/x-ndjson" in bundle["200"]["content"]
+    assert "application/problem+json" in bundle["404"]["content"]
     generated = {p.stem for p in Path(api.__file__).parent.joinpath("models").glob("*.py")}
     assert not {name for name in generated if "_v1_" in name or name.endswith("_get_view")}
     assert {"problem", "field_problem", "item_out"} <= generated

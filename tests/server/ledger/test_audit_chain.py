@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, select, text
 
-from server.audit.chaining import audit_fields
+from server.audit.chaining import audit_fields, chained_values
 from server.audit.models import AuditEntry
 from server.audit.writer import AuditWriter
 from server.database import create_engine
-from server.ledger.chain import Log, link
+from server.ledger.chain import ChainHead, Log, link
 from server.ledger.checkpoints import new_checkpoint
 from server.ledger.models import ChainCheckpoint
 from server.ledger.signing import PublicKey, SigningKey, new_private_text, parse_private
@@ -449,3 +450,20 @@ async def test_the_command_refuses_bad_input(written: Written, tmp_path: Path) -
         result = proctor("audit", "verify", *args, env=env)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_a_batch_with_and_without_a_reason_is_one_insert_and_old_rows_hash_as_before() -> None:
+    """Every value dict of a batch has every column (one multi-row insert needs that: a
+    refusal with a ``reason`` next to a plain row once failed the whole batch), while the
+    hash of a row without a reason is exactly what it was before the column existed."""
+    head = ChainHead("w-test", 0, None, "0" * 64)
+    at = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+    plain = {"at": at, "subject": None, "org_id": None, "session_id": None, "method": "GET",
+             "route": "/v1/whoami", "status": 200, "client": "127.0.0.1"}  # fmt: skip
+    refused = {**plain, "status": 400, "reason": "Bad request: query parameter 'x' has a NUL"}
+    values, _ = chained_values([refused, plain], head)
+    assert values[0].keys() == values[1].keys() and "reason" in values[1]
+    assert values[1]["reason"] is None
+    before_the_column = {**plain, "repeats": 1}
+    assert values[1]["row_hash"] == link(values[0]["row_hash"], before_the_column)
+    assert values[0]["row_hash"] != link(head.head_hash, {**before_the_column, "status": 400})
