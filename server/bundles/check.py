@@ -35,7 +35,7 @@ from bank.sampling.commitment import commitment as commitment_hash
 from server.bundles import format as fmt
 from server.errors import InvalidInput
 from server.ledger.signing import PublicKey, parse_public
-from server.sessions.modes import SessionMode
+from server.sessions.modes import MODES
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 MAX_PROBLEMS = 1000
@@ -632,13 +632,19 @@ def _commitment(header: Mapping[str, Any] | None, state: _State, result: BundleC
     _placement(header, state, result, value["item_ids"])
 
 
+def _ordered(mode: object) -> bool:
+    """Whether sessions of ``mode`` deliver in committed order (an unknown mode: yes)."""
+    spec = MODES.get(mode) if isinstance(mode, str) else None
+    return spec is None or spec.traits.ordered
+
+
 def _placement(
     header: Mapping[str, Any] | None, state: _State, result: BundleCheck, item_ids: list[str]
 ) -> None:
-    """Every mode but adaptive delivers in the committed order (fixed, replay, anchor and
-    item-set sessions deliver in drawn order); adaptive sessions deliver committed items
-    in an order the server picks. A header without a known mode is checked for order."""
-    ordered = header is None or header["mode"] != SessionMode.ADAPTIVE
+    """An ordered mode (``Traits.ordered``: fixed, replay, anchor, item set) delivers in
+    the committed order; adaptive sessions deliver committed items in an order the server
+    picks. A header without a known mode is checked for order."""
+    ordered = header is None or _ordered(header["mode"])
     committed = set(item_ids)
     for position, item_id in sorted(state.items.items()):
         if ordered:

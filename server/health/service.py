@@ -31,18 +31,15 @@ from bank.health.responses import FloatArray, IntArray, ModelInfo, Responses
 from bank.item_status import ItemStatus, change_status
 from bank.locks import lock
 from bank.models import HealthSnapshot, Item, ItemStatusChange
-from clients.sdk.types import SessionMode
 from judge.prompts import PROMPT_VERSION
 from judge.ranking.scores import MAX_SCORE
 from server.database import unit_of_work
 from server.registry.models import RegisteredModel
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
+from server.sessions.modes import modes_where
 
 HEALTH_ACTOR = "health-job"
-READ_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
-"""Sessions whose verdicts health reads: replay and anchor sessions measure
-contamination on items chosen for it, not the bank's ordinary use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +71,9 @@ def _readable() -> list[Any]:
     return [
         Verdict.score.is_not(None),
         Verdict.prompt_version == PROMPT_VERSION,
-        EvalSession.mode.in_(READ_MODES),
+        # replay and anchor sessions measure contamination on items chosen for it, not the
+        # bank's ordinary use (their mode's ``read_by_health``)
+        EvalSession.mode.in_(modes_where(lambda traits: traits.read_by_health)),
     ]
 
 

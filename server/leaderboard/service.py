@@ -27,11 +27,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import and_, distinct, func, select
+from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.pool import NullPool
 
-from bank.models import Item
 from judge.contamination.generalisation_gap import GapReport, ScoreEstimate, generalisation_gap
 from judge.contamination.replay import ReplayRate, replay_rate
 from judge.prompts import PROMPT_VERSION
@@ -64,19 +63,15 @@ from server.registry.models import RegisteredModel
 from server.review.models import ReviewTask
 from server.review.states import ReviewTaskState
 from server.scoring.assignment import JudgeAssignment
-from server.scoring.effective import AnswerRatings, counting_verdicts
+from server.scoring.effective import counted_answers
 from server.scoring.models import Verdict
 from server.sessions.adaptive import SessionEstimate, session_estimates
 from server.sessions.models import Answer, EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import SessionMode, modes_where
 from server.sessions.states import SCORED_STATE_VALUES, SessionState
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
-
-RANKED_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
-"""Sessions that count on the leaderboard (fixed by their items, adaptive by their
-estimates)."""
 
 
 @dataclass
@@ -141,48 +136,29 @@ async def _scores_by_model(
     """Scored sessions of ``mode``, each answer with the score it counts with
     (``server.scoring.effective``: reviewers first, then the panel); answers still waiting
     for review are left out of the scores, never counted as 0."""
-    rows = await db.execute(
-        select(
+    counted = await counted_answers(
+        db,
+        judges=judges,
+        prompt_version=prompt_version,
+        where=[EvalSession.state.in_(SCORED_STATE_VALUES), EvalSession.mode == mode.value],
+        columns=(
             EvalSession.model_id,
-            EvalSession.id,
-            Verdict.position,
-            Item.discipline,
-            Verdict.judge,
-            Verdict.score,
             Answer.item_id,
             Answer.delivered_at,
             Answer.submitted_at,
             Answer.reported_latency_s,
             Answer.prompt_tokens,
             Answer.completion_tokens,
-        )
-        .join(Verdict, Verdict.session_id == EvalSession.id)
-        .join(
-            Answer,
-            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
-        )
-        .join(Item, Item.id == Answer.item_id)
-        .where(
-            EvalSession.state.in_(SCORED_STATE_VALUES),
-            EvalSession.mode == mode.value,
-            counting_verdicts(judges, prompt_version),
-        )
-        .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+        ),
     )
-    answers: dict[tuple[uuid.UUID, int], tuple[AnswerRatings, Any]] = {}
-    for row in rows:
-        key = (row.id, row.position)
-        if key not in answers:
-            answers[key] = (AnswerRatings(row.discipline), row)
-        answers[key][0].add(row.judge, row.score)
     out: dict[uuid.UUID, _Collected] = defaultdict(_Collected)
-    for ratings, row in answers.values():
-        score = ratings.score(judges)
+    for answer in counted:
+        score, ratings, row = answer.score, answer.ratings, answer.row
         if score is None:
             continue
         entry = out[row.model_id]
-        entry.sessions.setdefault(row.id, []).append(score)
-        entry.positions.setdefault(row.id, {})[row.position] = score
+        entry.sessions.setdefault(row.session_id, []).append(score)
+        entry.positions.setdefault(row.session_id, {})[row.position] = score
         entry.items[row.item_id].append(score)
         entry.disciplines[row.discipline].append(score)
         entry.panel.append(ratings.judge_columns(judges))
@@ -379,7 +355,7 @@ async def _sessions_under_review(db: AsyncSession) -> dict[uuid.UUID, int]:
         .where(
             ReviewTask.state == ReviewTaskState.OPEN.value,
             EvalSession.state == SessionState.SCORED.value,
-            EvalSession.mode.in_(RANKED_MODES),
+            EvalSession.mode.in_(modes_where(lambda traits: traits.ranked)),
         )
         .group_by(EvalSession.model_id)
     )
@@ -550,43 +526,22 @@ async def session_scores(
     oldest first, with ``S`` from the scores the leaderboard counts
     (``server.scoring.effective``; answers waiting for review are left out). No visibility
     check: the caller has checked the model may be seen."""
-    rows = await db.execute(
-        select(
-            EvalSession.id,
-            EvalSession.created_at,
-            EvalSession.mode,
-            Verdict.position,
-            Item.discipline,
-            Verdict.judge,
-            Verdict.score,
-        )
-        .join(Verdict, Verdict.session_id == EvalSession.id)
-        .join(
-            Answer,
-            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
-        )
-        .join(Item, Item.id == Answer.item_id)
-        .where(
-            EvalSession.model_id == model_id,
-            EvalSession.state.in_(SCORED_STATE_VALUES),
-            counting_verdicts(judges, prompt_version),
-        )
-        .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+    answers = await counted_answers(
+        db,
+        judges=judges,
+        prompt_version=prompt_version,
+        where=[EvalSession.model_id == model_id, EvalSession.state.in_(SCORED_STATE_VALUES)],
+        columns=(EvalSession.created_at, EvalSession.mode),
     )
     sessions: dict[uuid.UUID, tuple[datetime, str]] = {}
-    ratings: dict[tuple[uuid.UUID, int], AnswerRatings] = {}
-    for row in rows:
-        sessions.setdefault(row.id, (row.created_at, row.mode))
-        ratings.setdefault((row.id, row.position), AnswerRatings(row.discipline)).add(
-            row.judge, row.score
-        )
     scores: dict[uuid.UUID, list[int]] = defaultdict(list)
     counted: dict[uuid.UUID, dict[int, float]] = defaultdict(dict)
-    for (session_id, position), answer in ratings.items():
-        score = answer.score(judges)
-        if score is not None:
-            scores[session_id].append(score)
-            counted[session_id][position] = score / MAX_SCORE
+    for answer in answers:
+        row = answer.row
+        sessions.setdefault(row.session_id, (row.created_at, row.mode))
+        if answer.score is not None:
+            scores[row.session_id].append(answer.score)
+            counted[row.session_id][row.position] = answer.score / MAX_SCORE
     adaptive = [i for i, (_, mode) in sessions.items() if mode == SessionMode.ADAPTIVE.value]
     estimates = (
         await session_estimates(db, session_ids=adaptive, scores=counted) if adaptive else {}

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from bank.models import Item
-from clients.sdk.types import Role, SessionMode
+from clients.sdk.types import Role
 from judge.prompts import PROMPT_VERSION
 from server.auth.permissions import Permission, Principal
 from server.errors import Conflict, NotFound
@@ -57,6 +57,7 @@ from server.review.schemas import (
 from server.review.states import ReviewReason, ReviewTaskState
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
+from server.sessions.modes import modes_where
 from server.sessions.states import SessionState, require_session_transition
 
 _audit_rng = random.SystemRandom()
@@ -178,7 +179,7 @@ async def _session_verdicts(
         .join(EvalSession, EvalSession.id == Verdict.session_id)
         .where(
             Verdict.session_id.in_(session_ids),
-            EvalSession.mode != SessionMode.REPLAY.value,
+            EvalSession.mode.in_(modes_where(lambda traits: traits.scored)),
             _is_judge(),
         )
         .order_by(Verdict.session_id, Verdict.position, Verdict.judge)

@@ -35,7 +35,7 @@ from server.sample_audit.schemas import (
     SamplePositionOut,
 )
 from server.sessions.models import AdaptiveDraw, AdaptiveRun, EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import SessionMode, mode_spec
 from server.sessions.service import get_session
 from server.sessions.states import SessionState
 
@@ -77,7 +77,7 @@ async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAuditOut:
     check = await check_sample(db, sample)
     delivered = [s for s in check.stored if s.position < record.n_delivered]
     adaptive = None
-    if record.mode == SessionMode.ADAPTIVE.value:
+    if not mode_spec(record.mode).traits.ordered:
         adaptive = await _adaptive_check(db, record, check)
     comparison = check.comparison
     difference = None if comparison is None else comparison.first_difference

@@ -1,26 +1,43 @@
-"""The score each answer counts with, from the verdicts of its judges and reviewers.
+"""The score each answer counts with, from the verdicts of its judges and reviewers: the
+one rule every reader of scores uses.
 
 Several raters may have scored one answer: the judges of its panel (one verdict each per
 prompt version) and human reviewers (rater ``human:<reviewer>``). ``judge.panel``
-decides (people first, then the panel's rule); this module selects the verdicts that take
-part and groups them by answer, for the leaderboard and the scoring progress alike.
+decides (people first, then the panel's rule over the board's judges under its prompt
+version); this module selects the verdicts that take part (``counting_verdicts``), reads
+them with the answer's discipline and whatever else the reader needs
+(``counted_answers``), and groups them by answer. Scoring progress, the leaderboard, a
+model's per-session scores and adaptive sessions (their stopping rule, item histories and
+neighbours) all read scores here, so a live adaptive session stops on the score the
+leaderboard later gives it. ``server.leaderboard.aggregates`` decides the same rule in
+SQL for a single judge, tested equal to this reader.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from bank.models import Item
 from judge.panel import answer_verdict
 from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
+from server.sessions.models import Answer, EvalSession
 
-__all__ = ["AnswerRatings", "counting_verdicts", "group_ratings"]
+__all__ = [
+    "AnswerRatings",
+    "CountedAnswer",
+    "counted_answers",
+    "counting_verdicts",
+    "group_ratings",
+]
 
 
 def counting_verdicts(assignment: JudgeAssignment, prompt_version: str) -> ColumnElement[bool]:
@@ -87,3 +104,56 @@ def group_ratings(
             grouped[key] = AnswerRatings(discipline)
         grouped[key].add(rater, score)
     return grouped
+
+
+@dataclass(frozen=True, slots=True)
+class CountedAnswer:
+    """One answer with every counting verdict of it and the score it counts with (None:
+    it waits for review, and is left out of every score, never counted as 0). ``row`` is
+    its first verdict row, with the reader's extra columns."""
+
+    ratings: AnswerRatings
+    score: int | None
+    row: Any
+
+
+async def counted_answers(
+    db: AsyncSession,
+    *,
+    judges: JudgeAssignment,
+    prompt_version: str,
+    where: Sequence[ColumnElement[bool]] = (),
+    columns: Sequence[Any] = (),
+) -> list[CountedAnswer]:
+    """Every answer that has a counting verdict and satisfies ``where`` (conditions on
+    ``Verdict``, ``Answer``, ``Item`` and ``EvalSession``), once each, oldest session
+    first and in position order, with its score under ``judges`` and ``prompt_version``.
+    Each row has ``session_id``, ``position``, ``discipline``, ``judge``, ``score`` and
+    ``columns``."""
+    rows = await db.execute(
+        select(
+            Verdict.session_id,
+            Verdict.position,
+            Item.discipline,
+            Verdict.judge,
+            Verdict.score,
+            *columns,
+        )
+        .join(
+            Answer,
+            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
+        )
+        .join(Item, Item.id == Answer.item_id)
+        .join(EvalSession, EvalSession.id == Verdict.session_id)
+        .where(counting_verdicts(judges, prompt_version), *where)
+        .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+    )
+    grouped: dict[tuple[uuid.UUID, int], tuple[AnswerRatings, Any]] = {}
+    for row in rows:
+        key = (row.session_id, row.position)
+        if key not in grouped:
+            grouped[key] = (AnswerRatings(row.discipline), row)
+        grouped[key][0].add(row.judge, row.score)
+    return [
+        CountedAnswer(ratings, ratings.score(judges), row) for ratings, row in grouped.values()
+    ]

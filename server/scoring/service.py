@@ -21,7 +21,7 @@ from server.ledger import results
 from server.review.sampling import ReviewPolicy
 from server.review.service import open_review_tasks
 from server.scoring.assignment import JudgeAssignment
-from server.scoring.effective import counting_verdicts, group_ratings
+from server.scoring.effective import counted_answers
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.states import SessionState, require_session_transition
@@ -320,16 +320,10 @@ async def progress(
         .group_by(ScoringJob.state)
     )
     jobs: dict[str, int] = {state: count for state, count in rows.tuples()}
-    verdicts = await db.execute(
-        select(Verdict.session_id, Verdict.position, Item.discipline, Verdict.judge, Verdict.score)
-        .join(
-            Answer,
-            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
-        )
-        .join(Item, Item.id == Answer.item_id)
-        .where(Verdict.session_id == session_id, counting_verdicts(judges, prompt_version))
+    counted = await counted_answers(
+        db, judges=judges, prompt_version=prompt_version, where=[Verdict.session_id == session_id]
     )
-    scores = [r.score(judges) for r in group_ratings(verdicts.tuples()).values()]
+    scores = [answer.score for answer in counted]
     given = [score for score in scores if score is not None]
     return ScoringProgress(
         answers=answers or 0,

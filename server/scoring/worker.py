@@ -26,10 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from clients.llm.chat import ChatDeferred, ChatError, ChatRejected
 from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
-from judge.contamination.replay import completion_match
 from judge.embedding import embedding_similarity_filter
 from judge.prompts import JudgeInput
-from judge.ranking.scores import MAX_SCORE
 from judge.similarity import SimilarityFilter
 from server.config import Settings
 from server.database import session_factory
@@ -40,7 +38,7 @@ from server.review.sampling import ReviewPolicy
 from server.scoring import service
 from server.scoring.judges import JudgePanel
 from server.scoring.service import ClaimedJob, JobInput
-from server.sessions.modes import SessionMode, replay_mask
+from server.sessions.modes import mode_spec
 
 log = logging.getLogger(__name__)
 MAX_ERROR_BACKOFF_S = 300.0
@@ -219,8 +217,9 @@ class ScoringWorker:
         if data is None:
             return _needs_review("the answer or its item is gone")
         final, _trace = split_reasoning(data.answer)
-        if data.mode == SessionMode.REPLAY.value:
-            return _replay_verdict(data.question, final)
+        own = mode_spec(data.mode).verdict_without_judge(question=data.question, answer=final)
+        if own is not None:
+            return own
         decision = self.cascade.route(
             qtype=data.qtype,
             answer=final,
@@ -263,21 +262,6 @@ class ScoringWorker:
             "cost": outcome.cost,
             "latency_ms": outcome.latency_s * 1000,
         }
-
-
-def _replay_verdict(question: str, completion: str) -> dict[str, Any]:
-    """A replay completion scores the top of the rubric when it reproduces the hidden end
-    of the question near-exactly, else 0 (LLMEval-Fair §3.3: near-exact completions are
-    counted); the similarity is kept in ``detail``."""
-    masked = replay_mask(question)
-    if masked is None:
-        return {"score": 0, "method": "replay", "detail": "question too short to replay"}
-    match = completion_match(completion, masked.hidden, prefix=masked.prefix)
-    return {
-        "score": MAX_SCORE if match.near_exact else 0,
-        "method": "replay",
-        "detail": f"similarity {match.similarity:.3f}",
-    }
 
 
 def _rejected(judge: str, rejected: ChatRejected) -> dict[str, Any]:

@@ -10,10 +10,10 @@ objective items are scored at once, judged ones when the judge answers), evaluat
 stopping rule if a new check point of the schedule has been passed (each check point
 once, so the union bound over checks holds), and moves the item the policy asks for to
 the next position, so delivery stays strictly in order. When the rule fires,
-:func:`stop_early` shrinks the session to what was delivered and returns the rest of the
-pool to the organisation; the state machine and exposure rules are those of fixed
-sessions. ``model-assisted`` picks the item itself and stores how it was drawn
-(:mod:`server.sessions.assisted`).
+delivery ends where it is (``server.sessions.delivery``: the session shrinks to what was
+delivered and the rest of the pool goes back to the organisation); the state machine and
+exposure rules are those of fixed sessions. ``model-assisted`` picks the item itself and
+stores how it was drawn (:mod:`server.sessions.assisted`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 import secrets
 import uuid
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from statistics import NormalDist
 
 import numpy as np
@@ -34,7 +33,6 @@ from bank.adaptive.assisted import AssistedState
 from bank.adaptive.bounds import Bound
 from bank.adaptive.irt import ItemParameters, fit_2pl
 from bank.adaptive.policy import AdaptiveConfig, AdaptiveState, Decision, Policy, assign_strata
-from bank.exposure import release_undelivered
 from bank.models import Item, SampleItem
 from clients.sdk.types import (
     AdaptiveBound,
@@ -43,33 +41,17 @@ from clients.sdk.types import (
     DisciplineEstimate,
     StopReason,
 )
-from server.review.sampling import ReviewPolicy
 from server.scoring.models import Verdict
-from server.scoring.service import finish_sessions
 from server.sessions import assisted
 from server.sessions.limits import AdaptiveDefaults
 from server.sessions.models import AdaptiveRun, Answer, EvalSession
-from server.sessions.modes import SessionMode
-from server.sessions.states import SessionState, require_session_transition
+from server.sessions.options import AdaptiveRequest
 
 MAX_SCORE = 3.0
 """Verdicts are on the 0-3 rubric; the policy works on [0, 1]."""
 POINTS = 100.0
-HISTORY_MODES = (SessionMode.FIXED.value, SessionMode.ADAPTIVE.value)
-"""Sessions whose verdicts feed the item parameters."""
 IRT_POLICIES = (Policy.NEYMAN_IRT, Policy.MODEL_ASSISTED)
 """Policies that fit item parameters on the bank's history when a session opens."""
-
-
-@dataclass(frozen=True, slots=True)
-class AdaptiveRequest:
-    """What a client may choose; None takes the server's default."""
-
-    policy: AdaptivePolicy | None = None
-    bound: AdaptiveBound | None = None
-    target_halfwidth: float | None = None
-    """Score points (0-100)."""
-    delta: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +62,22 @@ class PoolItem:
 
 
 async def start(
-    db: AsyncSession, *, record: EvalSession, request: AdaptiveRequest, defaults: AdaptiveDefaults
+    db: AsyncSession,
+    *,
+    record: EvalSession,
+    request: AdaptiveRequest,
+    defaults: AdaptiveDefaults,
+    history_modes: Sequence[str],
 ) -> AdaptiveRun:
-    """Record the session's policy and fit its items' parameters from history (flush)."""
+    """Record the session's policy and fit its items' parameters from the verdicts of
+    other models' sessions in ``history_modes`` (flush)."""
     policy = Policy(request.policy or defaults.policy)
     parameters: dict[str, list[float]] = {}
     n_models = 0
     if policy in IRT_POLICIES:
-        parameters, n_models = await _history_parameters(db, record=record)
+        parameters, n_models = await _history_parameters(
+            db, record=record, history_modes=history_modes
+        )
     bound = Bound(request.bound or defaults.bound)
     if policy is Policy.MODEL_ASSISTED:
         bound = Bound.NORMAL  # its totals are not bounded scores: only the normal interval
@@ -177,26 +167,6 @@ async def _advance_assisted(db: AsyncSession, *, record: EvalSession, run: Adapt
     db.add(assisted.stored_draw(record.id, record.n_delivered, draw))
     await db.flush()
     return True
-
-
-async def stop_early(
-    db: AsyncSession, *, record: EvalSession, now: datetime, review: ReviewPolicy
-) -> None:
-    """End delivery: the session keeps what was delivered; the undelivered rest of its pool
-    goes back to the organisation; answered already means ``answered``."""
-    record.n_items = record.n_delivered
-    await release_undelivered(db, org_id=record.org_id, session_id=record.id)
-    if record.n_completed == record.n_items and record.state != SessionState.ANSWERED.value:
-        require_session_transition(record.state, SessionState.ANSWERED)
-        record.state = SessionState.ANSWERED.value
-        record.ended_at = now
-        await db.flush()
-        # Every answer may be scored already, in which case no worker will come back to
-        # finish the session (a fixed session ends with its last answer, before its
-        # scoring, so the worker always does).
-        if await finish_sessions(db, session_ids={record.id}, now=now, review=review):
-            record.state = SessionState.SCORED.value
-    await db.flush()
 
 
 async def summary(db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
@@ -487,7 +457,7 @@ async def _swap_positions(db: AsyncSession, *, sample_id: uuid.UUID, a: int, b: 
 
 
 async def _history_parameters(
-    db: AsyncSession, *, record: EvalSession
+    db: AsyncSession, *, record: EvalSession, history_modes: Sequence[str]
 ) -> tuple[dict[str, list[float]], int]:
     """2PL parameters of the pool's items from other models' verdicts, and how many models
     they came from; nothing with fewer than two such models."""
@@ -503,7 +473,7 @@ async def _history_parameters(
             .where(
                 Verdict.score.is_not(None),
                 EvalSession.model_id != record.model_id,
-                EvalSession.mode.in_(HISTORY_MODES),
+                EvalSession.mode.in_(history_modes),
                 Answer.item_id.in_(pool_items),
             )
             .group_by(EvalSession.model_id, Answer.item_id)

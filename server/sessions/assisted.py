@@ -28,9 +28,9 @@ from bank.adaptive.assisted import PoolItem as AssistedItem
 from bank.adaptive.difference import StratumDraw
 from bank.adaptive.policy import AdaptiveConfig
 from bank.adaptive.stopping import Neighbour
+from clients.sdk.types import SessionMode
 from server.scoring.models import Verdict
 from server.sessions.models import AdaptiveDraw, EvalSession
-from server.sessions.modes import SessionMode
 from server.sessions.states import SessionState
 
 MAX_SCORE = 3.0

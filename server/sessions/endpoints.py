@@ -31,11 +31,11 @@ from server.errors import (
     SessionInUse,
 )
 from server.scoring.visibility import shows_verdict_figures, visible_state
-from server.sessions import adaptive, commitment, service
-from server.sessions.adaptive import AdaptiveRequest
-from server.sessions.answer_reports import AnswerReports
+from server.sessions import adaptive, commitment, delivery, service
+from server.sessions import answers as session_answers
 from server.sessions.models import EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import mode_spec
+from server.sessions.options import AdaptiveRequest
 from server.sessions.schemas import (
     AnswerAccepted,
     AnswerIn,
@@ -88,9 +88,9 @@ async def _session_out(db: DbSession, record: EvalSession, principal: Principal)
     the figures that move with single verdicts only where they may be shown
     (``shows_verdict_figures``)."""
     committed = await commitment.of_session(db, record)
-    if record.mode != SessionMode.ADAPTIVE.value:
+    summary = await mode_spec(record.mode).summary(db, record=record)
+    if summary is None:
         return _shown(SessionOut.of(record, commitment=committed), principal)
-    summary = await adaptive.summary(db, record=record)
     if not shows_verdict_figures(principal, record.state):
         summary = adaptive.without_verdict_figures(summary)
     return _shown(SessionOut.of(record, summary, commitment=committed), principal)
@@ -139,7 +139,7 @@ async def next_item(
     session_id: SessionId, db: DbSession, runtime: RuntimeDep, principal: SessionsDriver
 ) -> ItemOut | Response:
     """The item to answer now; the same pending item again on retry; 204 when done."""
-    item = await service.next_item(
+    item = await delivery.next_item(
         db, principal=principal, session_id=session_id, limits=runtime.limits, now=_now()
     )
     if item is None:
@@ -166,20 +166,11 @@ async def submit_answer(
 
     The answer is queued for scoring in the same transaction; the scoring workers are woken
     after the response (the commit happens before it)."""
-    accepted = await service.submit_answer(
+    accepted = await session_answers.submit_answer(
         db,
         principal=principal,
         session_id=session_id,
-        position=body.position,
-        item_id=body.item_id,
-        answer=body.answer,
-        reasoning=body.reasoning,
-        prompt_tokens=body.usage.prompt_tokens if body.usage else None,
-        completion_tokens=body.usage.completion_tokens if body.usage else None,
-        reports=AnswerReports(
-            finish_reason=body.finish_reason.value if body.finish_reason else None,
-            model_latency_s=body.model_latency_s,
-        ),
+        submission=body.submission(),
         limits=runtime.limits,
         now=_now(),
         judges=runtime.judging,

@@ -15,13 +15,14 @@ from clients.sdk.types import (
     AdaptivePolicy,
     AdaptiveSummary,
     FinishReason,
+    SessionMode,
     SessionState,
     StopReason,
 )
 from server.api.bodies import RequestBody
 from server.sessions.models import EvalSession
-from server.sessions.modes import SessionMode
 from server.sessions.service import session_counts
+from server.sessions.submission import AnswerSubmission
 
 MAX_ANSWER = 65_536
 MAX_REASONING = 262_144
@@ -218,6 +219,19 @@ class AnswerIn(RequestBody):
     model_latency_s: float | None = Field(None, ge=0, le=MAX_REPORTED_LATENCY_S)
     """The model's own time for the reply in seconds, as the client measured it; kept as
     reported, beside the server's delivery-to-answer time."""
+
+    def submission(self) -> AnswerSubmission:
+        """The body as the one value the answer service takes."""
+        return AnswerSubmission(
+            position=self.position,
+            item_id=self.item_id,
+            answer=self.answer,
+            reasoning=self.reasoning,
+            prompt_tokens=self.usage.prompt_tokens if self.usage else None,
+            completion_tokens=self.usage.completion_tokens if self.usage else None,
+            finish_reason=self.finish_reason.value if self.finish_reason else None,
+            model_latency_s=self.model_latency_s,
+        )
 
 
 class AnswerAccepted(BaseModel):

@@ -54,10 +54,10 @@ from sqlalchemy.sql.dml import ReturningInsert
 from bank.models import Exposure, Item, SampleItem
 from server.auth.models import RevokedToken
 from server.auth.permissions import Permission, Principal
-from server.sessions.answer_reports import AnswerReports
 from server.sessions.models import Answer, EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import modes_where
 from server.sessions.states import SessionState
+from server.sessions.submission import AnswerSubmission
 
 _S = cast(Table, EvalSession.__table__)
 _SI = cast(Table, SampleItem.__table__)
@@ -125,7 +125,8 @@ def _deliver_statement() -> Select[Any]:
             *_driven_by_token(),
             _S.c.state.in_(open_states),
             _S.c.deadline_at > now,
-            _S.c.mode != SessionMode.ADAPTIVE.value,
+            # a steered mode decides each delivery: the general path asks it
+            _S.c.mode.in_(modes_where(lambda traits: not traits.steered)),
             _S.c.n_delivered - _S.c.n_completed < _S.c.pending_window,
             _S.c.n_delivered < _S.c.n_items,
         )
@@ -270,24 +271,19 @@ async def answer(
     session_id: uuid.UUID,
     now: datetime,
     lease_idle_s: float,
-    position: int,
-    item_id: uuid.UUID,
-    answer: str,
-    reasoning: str | None,
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
-    reports: AnswerReports,
+    submission: AnswerSubmission,
 ) -> bool:
-    """Accept the answer if the common case holds (see the module docstring); False, and
-    nothing was written, otherwise."""
+    """Accept ``submission`` (as stored: ``AnswerSubmission.with_trace_apart``) if the
+    common case holds (see the module docstring); False, and nothing was written,
+    otherwise."""
     params = _driving_params(principal, session_id, now, lease_idle_s) | {
-        "p_position": position,
-        "p_item_id": item_id,
-        "p_answer": answer,
-        "p_reasoning": reasoning,
-        "p_prompt_tokens": prompt_tokens,
-        "p_completion_tokens": completion_tokens,
-        "p_finish_reason": reports.finish_reason,
-        "p_reported_latency_s": reports.model_latency_s,
+        "p_position": submission.position,
+        "p_item_id": submission.item_id,
+        "p_answer": submission.answer,
+        "p_reasoning": submission.reasoning,
+        "p_prompt_tokens": submission.prompt_tokens,
+        "p_completion_tokens": submission.completion_tokens,
+        "p_finish_reason": submission.finish_reason,
+        "p_reported_latency_s": submission.model_latency_s,
     }
     return (await db.execute(_answer_statement(), params)).first() is not None

@@ -40,15 +40,15 @@ from server.registry.service import (
 )
 from server.scoring.visibility import visible_state
 from server.sessions.models import EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import mode_spec
 from server.sessions.service import session_counts as item_counts
 
 router = APIRouter(include_in_schema=False)
 
-TREND_MODE = SessionMode.FIXED.value
-"""The trend plots the sessions the leaderboard ranks."""
-UNSCORED_MODES = frozenset({SessionMode.REPLAY.value})
-"""Sessions whose verdicts are no score of the model (near-exact completions)."""
+
+def _ranked(score: SessionScore) -> bool:
+    """Whether the leaderboard ranks ``score``'s session (the trend plots those)."""
+    return mode_spec(score.mode).traits.ranked
 
 
 async def standings(
@@ -132,12 +132,12 @@ def trend_chart(scores: Sequence[SessionScore]) -> Markup | None:
     points = [
         plots.Interval(s.created_at.strftime("%m-%d"), s.score, s.ci_low, s.ci_high)
         for s in scores
-        if s.mode == TREND_MODE
+        if _ranked(s)
     ]
     if not points:
         return None
     return plots.line_chart(
-        points, lo=0, hi=100, title="S of each scored fixed session, oldest first"
+        points, lo=0, hi=100, title="S of each scored ranked session, oldest first"
     )
 
 
@@ -181,7 +181,7 @@ async def model_page(
         prompt_version=PROMPT_VERSION,
         refresh_on=runtime.engine,
     )
-    by_session = {s.session_id: s for s in scores if s.mode not in UNSCORED_MODES}
+    by_session = {s.session_id: s for s in scores if mode_spec(s.mode).traits.scored}
     rows, board, replay = await standings(db, runtime, principal)
     row = rows.get(str(model.id))
     orgs = await org_names(db, principal)
@@ -196,7 +196,7 @@ async def model_page(
         board=board,
         contamination=row.contamination if row is not None else replay.get(str(model.id)),
         trend=trend_chart(scores),
-        ranked=sum(1 for s in scores if s.mode == TREND_MODE),
+        ranked=sum(1 for s in scores if _ranked(s)),
         by_discipline=discipline_chart(row),
         sessions=[
             SessionLine(

@@ -46,7 +46,7 @@ from server.scoring.service import progress
 from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions import adaptive
 from server.sessions.models import EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import SessionMode, mode_spec
 from server.sessions.service import (
     abort_session,
     get_session,
@@ -291,9 +291,8 @@ async def read_session(
         "needs_review": scoring.needs_review if shown else HIDDEN,
         "points": scoring.points if shown else HIDDEN,
     }
-    summary = None
-    if record.mode == SessionMode.ADAPTIVE.value:
-        summary = await adaptive.summary(db, record=record)
+    summary = await mode_spec(record.mode).summary(db, record=record)
+    if summary is not None:
         if not shown:
             summary = adaptive.without_verdict_figures(summary)
         figures.update(adaptive_figures(summary))

@@ -75,7 +75,7 @@ async def test_a_model_page_shows_sessions_trend_disciplines_usage_and_contamina
     own = [s for s in sessions if s["model_id"] == str(seeded.strong)]
     newest_first = sorted(own, key=lambda s: s["created_at"], reverse=True)
     assert SESSION_LINK.findall(html) == [s["id"] for s in newest_first]
-    assert "S of each scored fixed session" in html  # the trend
+    assert "S of each scored ranked session" in html  # the trend
     trend = html.split("Scores over time", 1)[1].split("</svg>", 1)[0]
     assert trend.count("<circle") == 2 and "<path" in trend
     for session_value in row["absolute"]["session_values"]:
@@ -117,7 +117,7 @@ async def test_another_organisations_model_is_not_found_for_an_evaluator(seeded:
     )
     empty = await client.get(f"/console/models/{fresh.json()['id']}")
     assert empty.status_code == 200
-    assert "Not on the leaderboard" in empty.text and "No scored fixed session" in empty.text
+    assert "Not on the leaderboard" in empty.text and "No scored ranked session" in empty.text
 
 
 async def test_hostile_model_names_are_escaped(seeded: Seeded) -> None:

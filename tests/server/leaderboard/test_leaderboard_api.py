@@ -18,7 +18,7 @@ from sqlalchemy import select
 from bank.anchor_set import designate_anchor_set
 from bank.models import Item
 from server.database import create_engine, unit_of_work
-from server.sessions.modes import replay_mask
+from server.sessions.modes.replay import replay_mask
 from tests.support.api import World, login, running_api, seed_world
 from tests.support.fake_llm import FakeLlm
 from tests.support.sessions import (
