@@ -514,6 +514,17 @@ def test_rsa_without_schemes_or_with_invalid_ones_says_why() -> None:
     assert rele.rsa is not None and set(next(iter(rele.rsa.values())).ranks) == set(RELE_SCHEMES)
 
 
+def test_diagnose_rejects_malformed_labels_as_the_score_matrix_does() -> None:
+    """Degenerate scores never raise, but a malformed table does, with the matrix's rules
+    (even for a model the statistics would leave out)."""
+    with pytest.raises(ValueError, match="shape"):
+        diagnose(["a"], ["x", "y"], [[1.0]])
+    with pytest.raises(ValueError, match="model 'a' appears twice"):
+        diagnose(["a", "a"], ["x"], [[1.0], [math.nan]])
+    with pytest.raises(ValueError, match="a dimension name is empty"):
+        diagnose(["a", "b"], ["x", ""], [[1.0, 2.0], [3.0, 4.0]])
+
+
 @FAST
 @given(
     hnp.arrays(
