@@ -21,8 +21,10 @@ One concept per module:
 
 * :mod:`~judge.agreement.scores`: the rubric's scores and the NaN-to-JSON convention;
 * :mod:`~judge.agreement.kappa`: kappa, exact and within-one agreement of two raters;
-* :mod:`~judge.agreement.intervals`: kappa with cluster-bootstrap intervals, per group,
-  and its change between calibration rounds;
+* :mod:`~judge.agreement.resampling`: the cluster bootstrap of kappa and its studentized
+  interval, which the next two share;
+* :mod:`~judge.agreement.intervals`: kappa with cluster-bootstrap intervals, per group;
+* :mod:`~judge.agreement.round_change`: the change in kappa between calibration rounds;
 * :mod:`~judge.agreement.inter_judge`: item-level agreement of several judges on the same
   answers (pairwise Pearson r and exact agreement) and the answers they disagree on;
 * :mod:`~judge.agreement.ranking`: rank correlation of two raters' per-model means;
@@ -44,14 +46,10 @@ from judge.agreement.inter_judge import (
     inter_judge_agreement,
 )
 from judge.agreement.intervals import (
-    CalibrationRound,
-    KappaChange,
-    KappaChanges,
     KappaInterval,
     KappaIntervals,
     ScorePair,
     grouped_kappa_intervals,
-    kappa_change,
     kappa_interval,
     kappa_intervals,
 )
@@ -73,6 +71,12 @@ from judge.agreement.ratings_csv import (
 )
 from judge.agreement.render import render_tables
 from judge.agreement.report import AgreementReport, FamilyBias, agreement_report, default_judge
+from judge.agreement.round_change import (
+    CalibrationRound,
+    KappaChange,
+    KappaChanges,
+    kappa_change,
+)
 from judge.agreement.scores import SCORE_LABELS, Scores
 
 __all__ = [

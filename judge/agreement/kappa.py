@@ -66,7 +66,7 @@ def cohen_kappa(
     except KeyError as exc:
         raise ValueError(f"score {exc.args[0]!r} is not one of the labels {list(labels)}") from None
     k = len(labels)
-    weight = _disagreement_weights(k, weights)
+    weight = disagreement_weights(k, weights)
     rows = [0] * k  # rater a's count of each label
     cols = [0] * k  # rater b's count of each label
     for (i, j), count in pairs.items():
@@ -173,7 +173,10 @@ def _aligned(a: Scores, b: Scores) -> tuple[list[int], list[int]]:
     return x, y
 
 
-def _disagreement_weights(k: int, weights: KappaWeights) -> list[list[int]]:
+def disagreement_weights(k: int, weights: KappaWeights) -> list[list[int]]:
+    """The ``k x k`` disagreement weights of label positions: ``[i != j]`` (plain),
+    ``|i - j|`` (linear) or ``(i - j)**2`` (quadratic); ``ValueError`` for other
+    ``weights``."""
     if weights is None:
         return [[int(i != j) for j in range(k)] for i in range(k)]
     if weights == "linear":

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.agreement.intervals import DEFAULT_RESAMPLES, KappaIntervals, kappa_intervals
+from judge.agreement.intervals import KappaIntervals, kappa_intervals
 from judge.agreement.kappa import RaterAgreement
 from judge.agreement.ranking import RankingAgreement, ranking_agreement
 from judge.agreement.ratings import Rating, RatingTable
+from judge.agreement.resampling import DEFAULT_RESAMPLES
 from judge.agreement.scores import NAN, json_record
 
 

@@ -7,9 +7,9 @@ of the set seeded by the set's content hash (so the subset is fixed for a set, a
 unrelated to the order the answers were imported in). The new scores are compared with the
 scores of the baseline, the full run the gate passed the judge on, on the same answers:
 the change in quadratic-weighted kappa against the human scores, with a paired 95%
-bootstrap interval (``judge.agreement.intervals.kappa_change``; LLMEval-Fair (Zhang et al.),
-"LLMEval-Fair: A Large-Scale Longitudinal Study on Robust and Fair Evaluation of Large
-Language Models", app. F.2, table 10 compares calibration rounds the same way).
+bootstrap interval (``judge.agreement.round_change.kappa_change``; LLMEval-Fair (Zhang et
+al.), "LLMEval-Fair: A Large-Scale Longitudinal Study on Robust and Fair Evaluation of
+Large Language Models", app. F.2, table 10 compares calibration rounds the same way).
 
 A drop whose whole interval lies below 0 marks the judge drifting: a ``JudgeDrift`` row,
 a warning in the log and the gauge ``proctor_judge_drifting{judge}`` at 1. A drifting judge
@@ -32,7 +32,7 @@ from prometheus_client import Gauge
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from judge.agreement.intervals import KappaChange, kappa_change
+from judge.agreement.round_change import KappaChange, kappa_change
 from judge.prompts import PROMPT_VERSION
 from server.calibration import gate
 from server.calibration.models import CalibrationKind, JudgeDrift

@@ -29,14 +29,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from clients.llm.chat import ChatError
-from judge.agreement.intervals import (
-    CalibrationRound,
-    ScorePair,
-    grouped_kappa_intervals,
-    kappa_change,
-    kappa_intervals,
-)
+from judge.agreement.intervals import ScorePair, grouped_kappa_intervals, kappa_intervals
 from judge.agreement.kappa import exact_agreement, within_one_agreement
+from judge.agreement.round_change import CalibrationRound, kappa_change
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from judge.prompts import PROMPT_VERSION, JudgeInput
 from server.calibration import gate

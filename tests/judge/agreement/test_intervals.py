@@ -1,4 +1,5 @@
-"""Kappa with bootstrap intervals (judge.agreement.intervals).
+"""Kappa with bootstrap intervals and its change between rounds (judge.agreement.intervals,
+judge.agreement.round_change, on judge.agreement.resampling).
 
 Point estimates are pinned to ``sklearn.metrics.cohen_kappa_score``, the standard error to
 the large-sample variance of Fleiss, Cohen & Everitt (1969) written out here, and the

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from judge.agreement.intervals import CalibrationRound, KappaChange, kappa_change
+from judge.agreement.round_change import CalibrationRound, KappaChange, kappa_change
 from server.calibration.drift import is_drop
 from server.calibration.gate import GateRun, GateStatus, OpenDrift, gate_decision
 from server.calibration.runner import agreement_figures, answer_clusters, compared_rounds
