@@ -34,7 +34,7 @@ COMMANDS = (
     Lazy("fake-llm", "server.cli.fake_llm", "A stand-in OpenAI-compatible LLM provider."),
 )
 """What ``proctor`` runs, in the order its help lists them; each summary is the one line the
-command's own help page opens with (tests/server/test_cli_help.py holds them to it)."""
+command's own help page opens with (tests/server/cli/test_cli_help.py holds them to it)."""
 
 
 class _Proctor(LazyCommands):

@@ -23,7 +23,7 @@ def by_folder(report: Path) -> dict[str, tuple[float, int]]:
     for case in ET.parse(report).getroot().iter("testcase"):
         module = case.get("classname", "")
         folder = "/".join(module.split(".")[:-1]) or "(top)"
-        # tests.server.test_x's folder is tests/server; a class adds one more component
+        # tests.server.cli.test_x's folder is tests/server/cli; a class adds one more component
         if module.split(".")[-1][:1].isupper():
             folder = "/".join(module.split(".")[:-2])
         seconds[folder] += float(case.get("time", 0) or 0)
