@@ -85,11 +85,8 @@ async def discipline_kappas(db: AsyncSession, report: GateReport) -> ByDisciplin
 def weighted_chart(report: GateReport) -> Markup | None:
     """Each judge's weighted kappa with its 95% interval on a 0-1 axis (-1 when a bound
     is negative); None when no judge has a run."""
-    rows = [
-        Interval(gate.judge, gate.run.weighted_kappa, gate.run.weighted_low, gate.run.weighted_high)
-        for gate in report.judges
-        if gate.run is not None
-    ]
+    runs = [(gate.judge, gate.run.figures) for gate in report.judges if gate.run is not None]
+    rows = [Interval(judge, f.weighted_kappa, f.weighted_low, f.weighted_high) for judge, f in runs]
     if not rows:
         return None
     lowest = min((v for r in rows for v in (r.value, r.low) if v is not None), default=0.0)
