@@ -25,9 +25,9 @@ from bank.item_sets import draw_item_set_sample, get_item_set
 from bank.locks import lock_org_sampling
 from bank.models import Exposure, Item, SampleItem
 from bank.sampling.service import DrawnSample, allocate_sample, persist_sample
-from clients.llm.traces import split_reasoning
 from judge.contamination.replay import replay_prompt
 from judge.prompts import PROMPT_VERSION
+from judge.reasoning import split_reasoning
 from server.auth.models import RevokedToken
 from server.auth.permissions import Permission, Principal
 from server.errors import (
