@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from clients.llm.traces import split_reasoning
+from judge.reasoning import split_reasoning
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a knowledgeable assistant taking a university exam. Answer accurately and concisely."

@@ -1,7 +1,7 @@
 """Deterministic matchers for objective answers (ReLE §3.2 tier 1).
 
 Every matcher takes the model's final answer (reasoning trace already removed, see
-:mod:`clients.llm.traces`) and the item's reference answer, and returns a :class:`Match`:
+:mod:`judge.reasoning`) and the item's reference answer, and returns a :class:`Match`:
 True or False when it decides objectively, None when it cannot (the caller then uses the
 similarity filter or the LLM judge). A matcher never guesses: when in doubt it says None.
 All functions are pure and total on ``str`` input (they do not raise on odd text).

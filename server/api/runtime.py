@@ -28,6 +28,7 @@ from server.auth.tokens import (
 from server.bank_keys import install_keyring
 from server.config import Settings
 from server.database import create_engine, session_factory
+from server.key_files import create_owner_only
 from server.ledger.signing import load_signing_key, shared_key_warning
 from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
 from server.scoring.assignment import JudgeAssignment
@@ -97,10 +98,7 @@ def signing_keys(settings: Settings) -> SigningKeys:
 def _embedded_secret(data_dir: Path) -> str:
     """The embedded default's secret: random, created once, readable by the owner only."""
     path = data_dir / SECRET_FILE
-    if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(48))
+    if create_owner_only(path, lambda: secrets.token_urlsafe(48)):
         log.info("generated a JWT secret in %s", path)
     return path.read_text().strip()
 

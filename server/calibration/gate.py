@@ -35,6 +35,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from judge.prompts import PROMPT_VERSION
+from server.calibration.figures import Figures
 from server.calibration.models import CalibrationKind, CalibrationSet, JudgeDrift
 from server.config import JudgeEndpoint, Settings
 from server.scoring.models import JudgeCalibration
@@ -72,20 +73,13 @@ class GateStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class GateRun:
-    """The figures of the full run the gate reads for one judge."""
+    """The full run the gate reads for one judge: which run, under which model and prompt
+    version, when, and its figures."""
 
     id: uuid.UUID
     model: str | None
     prompt_version: str
-    kappa: float | None
-    kappa_low: float | None
-    kappa_high: float | None
-    weighted_kappa: float | None
-    weighted_low: float | None
-    weighted_high: float | None
-    exact: float
-    within_one: float
-    n: int
+    figures: Figures
     created_at: datetime
 
     @classmethod
@@ -94,15 +88,7 @@ class GateRun:
             id=row.id,
             model=row.model,
             prompt_version=row.prompt_version,
-            kappa=row.kappa,
-            kappa_low=row.kappa_low,
-            kappa_high=row.kappa_high,
-            weighted_kappa=row.weighted_kappa,
-            weighted_low=row.weighted_low,
-            weighted_high=row.weighted_high,
-            exact=row.exact,
-            within_one=row.within_one,
-            n=row.n,
+            figures=Figures.stored(row),
             created_at=row.created_at,
         )
 
@@ -176,7 +162,7 @@ def gate_decision(
             f"no full run of {name} with model {model} and prompt {prompt_version} "
             "on the current calibration set",
         )
-    low = run.weighted_low
+    low = run.figures.weighted_low
     if low is None or not math.isfinite(low) or low < min_kappa:
         shown = "undefined" if low is None or not math.isfinite(low) else f"{low:.3f}"
         return JudgeGate(
@@ -186,10 +172,9 @@ def gate_decision(
             f"weighted kappa lower bound {shown} is below {min_kappa:g}",
             run,
         )
-    if run.n < min_n:
-        return JudgeGate(
-            name, model, GateStatus.REFUSED, f"{run.n} answers, fewer than {min_n}", run
-        )
+    n = run.figures.n
+    if n < min_n:
+        return JudgeGate(name, model, GateStatus.REFUSED, f"{n} answers, fewer than {min_n}", run)
     if drift is not None and drift.found_at > run.created_at:
         return JudgeGate(
             name,
@@ -330,11 +315,12 @@ async def gate_report(db: AsyncSession, settings: Settings) -> GateReport:
 
 @dataclass(frozen=True, slots=True)
 class JudgeCalibrationView:
-    """A judge's run the gate reads, with the calibration set it was on (for headers)."""
+    """The figures of a judge's run the gate reads, with the calibration set it was on
+    (for headers)."""
 
     set_name: str
     set_version: int
-    run: GateRun
+    run: Figures
 
 
 async def calibration_of(
@@ -347,7 +333,7 @@ async def calibration_of(
         return None
     for gate in report.judges:
         if gate.judge == judge and gate.run is not None:
-            return JudgeCalibrationView(report.set_name, report.set_version, gate.run)
+            return JudgeCalibrationView(report.set_name, report.set_version, gate.run.figures)
     return None
 
 

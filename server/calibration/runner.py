@@ -35,6 +35,7 @@ from judge.agreement.round_change import CalibrationRound, kappa_change
 from judge.llm_judge import CachedVerdict, CacheKey, LlmJudge
 from judge.prompts import PROMPT_VERSION, JudgeInput
 from server.calibration import gate
+from server.calibration.figures import Figures
 from server.calibration.models import CalibrationAnswer, CalibrationKind, CalibrationSet, JudgeDrift
 from server.calibration.service import find_set, set_answers
 from server.config import JudgeEndpoint, Settings
@@ -62,26 +63,6 @@ class NoCache:
 
     async def put(self, key: CacheKey, verdict: CachedVerdict) -> None:
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class Figures:
-    """Agreement of a judge with the human scores on the answers it scored.
-
-    Kappas and bounds are None where undefined (a constant rater, fewer than two clusters);
-    ``exact`` and ``within_one`` are NaN with no answers.
-    """
-
-    kappa: float | None
-    kappa_low: float | None
-    kappa_high: float | None
-    weighted_kappa: float | None
-    weighted_low: float | None
-    weighted_high: float | None
-    exact: float
-    within_one: float
-    n: int
-    n_clusters: int
 
 
 def _finite(value: float) -> float | None:

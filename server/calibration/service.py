@@ -31,7 +31,7 @@ from sqlalchemy.orm import load_only
 
 from bank.formats.input_problems import InputError, InputProblem, numbered_rows, read_text
 from bank.models import Item
-from clients.llm.traces import split_reasoning
+from judge.reasoning import split_reasoning
 from server.calibration.models import CalibrationAnswer, CalibrationSet, CalibrationSource
 from server.registry.models import RegisteredModel
 from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION

@@ -260,7 +260,7 @@ def _gate_table(report: GateReport) -> Table:
     for column in ("judge", "model", "status", "weighted kappa (95%)", "n", "why"):
         table.add_column(column)
     for gate in report.judges:
-        run = gate.run
+        run = gate.run.figures if gate.run else None
         figures = _interval(run.weighted_kappa, run.weighted_low, run.weighted_high) if run else "-"
         marker = " (default)" if gate.judge == report.default else ""
         table.add_row(
@@ -287,13 +287,13 @@ def _gate_json(gate: JudgeGate, default: str | None) -> dict[str, object]:
         if run is None
         else {
             "id": str(run.id),
-            "n": run.n,
-            "kappa": run.kappa,
-            "kappa_low": run.kappa_low,
-            "kappa_high": run.kappa_high,
-            "weighted_kappa": run.weighted_kappa,
-            "weighted_low": run.weighted_low,
-            "weighted_high": run.weighted_high,
+            "n": run.figures.n,
+            "kappa": run.figures.kappa,
+            "kappa_low": run.figures.kappa_low,
+            "kappa_high": run.figures.kappa_high,
+            "weighted_kappa": run.figures.weighted_kappa,
+            "weighted_low": run.figures.weighted_low,
+            "weighted_high": run.figures.weighted_high,
         },
     }
 

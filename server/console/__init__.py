@@ -9,5 +9,6 @@ evaluators and reviewers.
   pages; ``static/`` our own stylesheet and script (no third-party file, no build step).
 * ``plots``: SVG charts drawn on the server (pure functions); ``pagination``: table pages.
 * ``pages/``: one module per page, each a thin router over the same services the JSON API
-  uses (never SQL of its own).
+  uses (never SQL of its own), declaring its own menu entry (``NAV``); ``app.PAGES`` lists
+  them once, and ``nav`` builds the menu from their entries.
 """

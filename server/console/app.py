@@ -10,6 +10,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.console.dependencies import COOKIE
+from server.console.nav import ConsolePage, keep_menu, menu
 from server.console.pages import (
     audit,
     bank,
@@ -28,25 +29,30 @@ from server.errors import ProctorError, Unauthorized
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
-ROUTERS = (
-    login.router,
-    overview.router,
-    leaderboard.router,
-    models.router,
-    sessions.router,
-    bank.router,
-    judges.router,
-    review.router,
-    orgs.router,
-    audit.router,
+PAGES: tuple[ConsolePage, ...] = (
+    login,
+    overview,
+    leaderboard,
+    models,
+    sessions,
+    bank,
+    judges,
+    review,
+    orgs,
+    audit,
 )
+"""Every console page module, once, in menu order: a new page is added here and nowhere
+else (its module declares its menu entry, ``NAV``)."""
+MENU = menu(PAGES)
+"""The console's menu: the entries the pages declare."""
 
 
 def install_console(app: FastAPI) -> None:
     """Mount the console on ``app`` (after the API's problem handlers are installed: the
     console's error pages wrap them, answering ``/console`` paths in HTML)."""
-    for router in ROUTERS:
-        app.include_router(router)
+    for page in PAGES:
+        app.include_router(page.router)
+    keep_menu(app, MENU)
     app.add_middleware(ConsoleHeaders)
     for error_class, handler in list(app.exception_handlers.items()):
         app.add_exception_handler(error_class, _console_or(handler))  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission
-from server.console.nav import visible_pages
+from server.console.nav import installed_menu, visible_pages
 
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("server.console", "templates"),
@@ -63,7 +63,7 @@ def render(
         "request_path": request.url.path,
         "user": user,
         "can": (lambda permission: user is not None and user.principal.can(permission)),
-        "nav": visible_pages(user.principal) if user is not None else [],
+        "nav": visible_pages(user.principal, installed_menu(request)) if user is not None else [],
         "csrf_token": user.csrf_token if user is not None else "",
         "title": title,
     }

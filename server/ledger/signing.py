@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
@@ -24,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from server.config import Settings
 from server.errors import InvalidInput
-from server.key_files import KeyFileError, read_owner_only
+from server.key_files import KeyFileError, create_owner_only, read_owner_only
 
 KEY_FILE = "audit-signing-key"
 """The generated key's file in the data directory."""
@@ -179,20 +178,7 @@ def _read_private_file(path: Path) -> str:
 
 def _generated(data_dir: Path) -> Path:
     """``<data_dir>/audit-signing-key``, created with a fresh key and mode 0600 if missing
-    (written under a private name and linked into place: the first process wins)."""
+    (``server.key_files.create_owner_only``: the first process wins)."""
     path = data_dir / KEY_FILE
-    if path.exists():
-        return path
-    data_dir.mkdir(parents=True, exist_ok=True)
-    draft = data_dir / f".{KEY_FILE}.{os.getpid()}"
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(new_private_text() + "\n")
-        os.link(draft, path)
-    except FileExistsError:
-        pass
-    finally:
-        draft.unlink(missing_ok=True)
+    create_owner_only(path, lambda: new_private_text() + "\n")
     return path

@@ -154,6 +154,4 @@ async def counted_answers(
         if key not in grouped:
             grouped[key] = (AnswerRatings(row.discipline), row)
         grouped[key][0].add(row.judge, row.score)
-    return [
-        CountedAnswer(ratings, ratings.score(judges), row) for ratings, row in grouped.values()
-    ]
+    return [CountedAnswer(ratings, ratings.score(judges), row) for ratings, row in grouped.values()]

@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from clients.llm.chat import ChatDeferred, ChatError, ChatRejected
-from clients.llm.traces import split_reasoning
 from judge.cascade import Cascade
 from judge.embedding import embedding_similarity_filter
 from judge.prompts import JudgeInput
+from judge.reasoning import split_reasoning
 from judge.similarity import SimilarityFilter
 from server.config import Settings
 from server.database import session_factory

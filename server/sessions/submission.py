@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 
-from clients.llm.traces import split_reasoning
+from judge.reasoning import split_reasoning
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from server.audit.service import EXPORT_COLUMNS, AuditFilters, export_audit, rea
 from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission
 from server.console.dependencies import page
+from server.console.nav import NavEntry
 from server.console.templating import render
 from server.csv_export import safe_row
 from server.errors import InvalidInput
@@ -29,6 +30,8 @@ from server.orgs.models import Organisation
 from server.orgs.service import list_orgs
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/audit", "Audit log", Permission.AUDIT_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 PER_PAGE = 50
 CSV_MAX_ROWS = 100_000
@@ -114,11 +117,11 @@ def _link(entered: dict[str, str], **extra: str) -> str:
     return "?" + urlencode([*params, *extra.items()])
 
 
-@router.get("/console/audit", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def audit_page(
     request: Request,
     db: DbSession,
-    user: Annotated[ConsoleUser, page(Permission.AUDIT_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """The audit log, newest first, 50 rows a page (``?before=ID`` for older rows),
     filtered by subject, organisation, session, route, status and time; admins and

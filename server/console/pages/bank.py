@@ -42,14 +42,17 @@ from server.bank_items.service import (
 )
 from server.console import plots
 from server.console.dependencies import CheckedForm, page
+from server.console.nav import NavEntry
 from server.console.pagination import Pager
 from server.console.templating import render
 from server.errors import Conflict, InvalidInput
 from server.health.service import CAS_BINS, HealthSummary, latest_health_summary
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/bank", "Bank", Permission.BANK_HEALTH_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
-Reader = Annotated[ConsoleUser, page(Permission.BANK_HEALTH_READ)]
+Reader = Annotated[ConsoleUser, page(NAV.permission)]
 Importer = Annotated[ConsoleUser, page(Permission.BANK_IMPORT)]
 Reviewer = Annotated[ConsoleUser, page(Permission.BANK_REVIEW)]
 
@@ -92,7 +95,7 @@ def _field(form: FormData, name: str) -> str:
 # -- the bank's composition ---------------------------------------------------------------
 
 
-@router.get("/console/bank", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def bank_page(request: Request, db: DbSession, user: Reader) -> HTMLResponse:
     """The bank's items, families, originals and variants; counts by status, discipline
     (with its display name) and question type, each linking to the item browser; links to

@@ -24,6 +24,7 @@ from server.calibration.gate import GateReport, GateStatus, gate_report, open_dr
 from server.calibration.runner import grouped_figures
 from server.calibration.service import answer_labels, list_sets, runs_by_id
 from server.console.dependencies import page
+from server.console.nav import NavEntry
 from server.console.pagination import Pager
 from server.console.plots import Interval, interval_chart
 from server.console.templating import render
@@ -33,6 +34,8 @@ from server.scoring.panel_agreement import panel_agreement
 from server.scoring.schemas import PanelAgreementOut
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/judges", "Judges", Permission.JUDGE_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 AGREEMENT_RESAMPLES = 2000
 """Bootstrap replicates of the reviewer agreement (as ``GET /v1/review/agreement``)."""
@@ -85,11 +88,8 @@ async def discipline_kappas(db: AsyncSession, report: GateReport) -> ByDisciplin
 def weighted_chart(report: GateReport) -> Markup | None:
     """Each judge's weighted kappa with its 95% interval on a 0-1 axis (-1 when a bound
     is negative); None when no judge has a run."""
-    rows = [
-        Interval(gate.judge, gate.run.weighted_kappa, gate.run.weighted_low, gate.run.weighted_high)
-        for gate in report.judges
-        if gate.run is not None
-    ]
+    runs = [(gate.judge, gate.run.figures) for gate in report.judges if gate.run is not None]
+    rows = [Interval(judge, f.weighted_kappa, f.weighted_low, f.weighted_high) for judge, f in runs]
     if not rows:
         return None
     lowest = min((v for r in rows for v in (r.value, r.low) if v is not None), default=0.0)
@@ -101,12 +101,12 @@ def weighted_chart(report: GateReport) -> Markup | None:
     )
 
 
-@router.get("/console/judges", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def judges_page(
     request: Request,
     db: DbSession,
     runtime: RuntimeDep,
-    user: Annotated[ConsoleUser, page(Permission.JUDGE_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """The default judge; per configured judge its gate status and why, its model, the
     run the gate reads (n, kappa and weighted kappa with 95% intervals, exact and

@@ -28,6 +28,7 @@ from server.auth.permissions import Permission, Principal
 from server.config import Settings
 from server.console import plots
 from server.console.dependencies import CheckedForm, page
+from server.console.nav import NavEntry
 from server.console.templating import render
 from server.csv_export import csv_text
 from server.errors import InvalidInput, NotFound
@@ -45,6 +46,8 @@ from server.leaderboard.schemas import (
 from server.leaderboard.service import LeaderboardData
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/leaderboard", "Leaderboard", Permission.LEADERBOARD_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 NOTICES = {
     "anchor-set": "Anchor designated: every R is now relative to it.",
@@ -252,12 +255,12 @@ async def render_board(
     )
 
 
-@router.get("/console/leaderboard", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def leaderboard_page(
     request: Request,
     db: DbSession,
     runtime: RuntimeDep,
-    user: Annotated[ConsoleUser, page(Permission.LEADERBOARD_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """The leaderboard as ``GET /v1/leaderboard`` shows the user's role (with diagnostics,
     and with ``?baselines=1`` Elo and Bradley-Terry, where the role sees them): charts of

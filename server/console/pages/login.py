@@ -14,12 +14,14 @@ from server.api.dependencies import DbSession, RuntimeDep
 from server.auth.console_logins import close_login, open_login, resolve_login
 from server.auth.throttle import client_address, failure_limit, refusals_counted
 from server.console.dependencies import COOKIE, CheckedForm, ConsoleUserDep, login_limits
-from server.console.nav import landing_page
+from server.console.nav import installed_menu, landing_page
 from server.console.security import same_origin, same_token
 from server.console.templating import render
 from server.errors import Forbidden, NotFound
 
 router = APIRouter(include_in_schema=False)
+NAV = None
+"""Not in the console's menu."""
 
 LOGIN_COOKIE = "proctor_console_login"
 """The pre-login CSRF token (double submit: cookie and form field must match)."""
@@ -72,7 +74,9 @@ async def login(
         secret = await open_login(db, api_key=api_key.strip(), now=now)
     user = await resolve_login(db, secret=secret, now=now, limits=login_limits(runtime.settings))
     request.state.principal = user.principal
-    response = RedirectResponse(landing_page(user.principal), status_code=303)
+    response = RedirectResponse(
+        landing_page(user.principal, installed_menu(request)), status_code=303
+    )
     response.set_cookie(
         COOKIE,
         secret,

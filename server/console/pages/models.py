@@ -24,6 +24,7 @@ from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission, Principal
 from server.console import plots
 from server.console.dependencies import page
+from server.console.nav import NavEntry
 from server.console.pages.leaderboard import board_for, visibility_of
 from server.console.pagination import Pager
 from server.console.templating import render
@@ -44,6 +45,8 @@ from server.sessions.modes import mode_spec
 from server.sessions.service import session_counts as item_counts
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/models", "Models", Permission.MODELS_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 
 def _ranked(score: SessionScore) -> bool:
@@ -92,12 +95,12 @@ class ModelLine:
     row: RowOut | None
 
 
-@router.get("/console/models", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def models_page(
     request: Request,
     db: DbSession,
     runtime: RuntimeDep,
-    user: Annotated[ConsoleUser, page(Permission.MODELS_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """The models the user may see (every organisation's for admins and auditors, their
     own for evaluators), oldest first: sessions (all, scored, open), the leaderboard's S

@@ -18,6 +18,7 @@ from server.auth.permissions import PLATFORM_ROLES, Permission, Role
 from server.auth.service import create_api_key, key_counts, list_api_keys, revoke_api_key
 from server.config import Settings
 from server.console.dependencies import CheckedForm, page
+from server.console.nav import NavEntry
 from server.console.templating import render
 from server.errors import Conflict, InvalidInput, NotFound
 from server.orgs.models import Organisation
@@ -31,6 +32,8 @@ from server.orgs.service import (
 )
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/orgs", "Organisations", Permission.ORGS_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 NOTICES = {
     "org-created": "Organisation created.",
@@ -136,12 +139,12 @@ async def render_org(
     )
 
 
-@router.get("/console/orgs", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def orgs_page(
     request: Request,
     db: DbSession,
     runtime: RuntimeDep,
-    user: Annotated[ConsoleUser, page(Permission.ORGS_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """Every organisation (operator first) with its quotas in force (and whether they are
     the settings' defaults) and its number of keys; admins and auditors. Admins also get

@@ -16,6 +16,7 @@ from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission
 from server.calibration.gate import GateReport, GateStatus, gate_report
 from server.console.dependencies import page
+from server.console.nav import NavEntry
 from server.console.templating import render
 from server.health.service import latest_bank_figures
 from server.review.service import list_queue
@@ -24,6 +25,8 @@ from server.sessions.service import count_by_state
 from server.sessions.states import OPEN_STATE_VALUES, SessionState
 
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console", "Overview", Permission.SESSIONS_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 REVIEW_SHOWN = 100
 """The review figure counts up to this many open tasks ("100+" beyond)."""
 
@@ -75,12 +78,12 @@ def alerts(
     return found
 
 
-@router.get("/console", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def overview(
     request: Request,
     db: DbSession,
     runtime: RuntimeDep,
-    user: Annotated[ConsoleUser, page(Permission.SESSIONS_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     principal = user.principal
     states = await count_by_state(db, principal=principal)

@@ -23,6 +23,7 @@ from server.api.guard import text_problem
 from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission, Principal
 from server.console.dependencies import CheckedForm, page
+from server.console.nav import NavEntry
 from server.console.templating import render
 from server.errors import InvalidInput
 from server.ledger.results import CheckpointSigner
@@ -31,7 +32,9 @@ from server.review.service import list_queue, score_task, show_task, skip_task
 from server.review.states import ReviewReason, ReviewTaskState
 
 router = APIRouter(include_in_schema=False)
-Reviewer = Annotated[ConsoleUser, page(Permission.REVIEW_ANSWERS)]
+NAV = NavEntry("/console/review", "Review", Permission.REVIEW_ANSWERS)
+"""This page's entry in the console's menu (and its main route and permission)."""
+Reviewer = Annotated[ConsoleUser, page(NAV.permission)]
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 PER_PAGE = 50
 MAX_ID = 2**63 - 1
@@ -72,7 +75,7 @@ def _link(reason: ReviewReason | None, discipline: str | None, after: int | None
     return "?" + urlencode([(k, v) for k, v in params if v is not None])
 
 
-@router.get("/console/review", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def review_queue(request: Request, db: DbSession, user: Reviewer) -> HTMLResponse:
     """The open tasks you may score (not scored or skipped by you), oldest first, filtered
     by reason and discipline, 50 a page (``?after=`` the last task id of the page before).

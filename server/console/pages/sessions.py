@@ -36,6 +36,7 @@ from server.auth.console_logins import ConsoleUser, resolve_login
 from server.auth.permissions import Permission, Principal
 from server.auth.service import revoke_token
 from server.console.dependencies import COOKIE, CheckedForm, login_limits, page
+from server.console.nav import NavEntry
 from server.console.pagination import Pager
 from server.console.templating import render
 from server.errors import Forbidden, NotFound, SessionClosed, Unauthorized
@@ -58,6 +59,8 @@ from server.sessions.states import OPEN_STATES, SessionState
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
+NAV = NavEntry("/console/sessions", "Sessions", Permission.SESSIONS_READ)
+"""This page's entry in the console's menu (and its main route and permission)."""
 
 TICK_S = 1.0
 """How often a live stream reads the session again."""
@@ -187,11 +190,11 @@ def model_label(name: str, snapshot: str) -> str:
     return f"{name} ({snapshot})"
 
 
-@router.get("/console/sessions", response_class=HTMLResponse)
+@router.get(NAV.path, response_class=HTMLResponse)
 async def sessions_page(
     request: Request,
     db: DbSession,
-    user: Annotated[ConsoleUser, page(Permission.SESSIONS_READ)],
+    user: Annotated[ConsoleUser, page(NAV.permission)],
 ) -> HTMLResponse:
     """The sessions the user may see, newest first, filtered by state, organisation
     (admins and auditors), model, mode and creation day, 50 a page; 422 with the page and

@@ -13,6 +13,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from judge.agreement.round_change import CalibrationRound, KappaChange, kappa_change
 from server.calibration.drift import is_drop
+from server.calibration.figures import Figures
 from server.calibration.gate import GateRun, GateStatus, OpenDrift, gate_decision
 from server.calibration.runner import agreement_figures, answer_clusters, compared_rounds
 from server.config import JudgeEndpoint
@@ -28,15 +29,18 @@ def run(
         id=uuid.uuid4(),
         model=model,
         prompt_version=prompt,
-        kappa=0.7,
-        kappa_low=0.6,
-        kappa_high=0.8,
-        weighted_kappa=0.8,
-        weighted_low=low,
-        weighted_high=0.9,
-        exact=0.8,
-        within_one=0.95,
-        n=n,
+        figures=Figures(
+            kappa=0.7,
+            kappa_low=0.6,
+            kappa_high=0.8,
+            weighted_kappa=0.8,
+            weighted_low=low,
+            weighted_high=0.9,
+            exact=0.8,
+            within_one=0.95,
+            n=n,
+            n_clusters=n,
+        ),
         created_at=NOW,
     )
 

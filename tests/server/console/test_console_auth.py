@@ -22,8 +22,8 @@ from server.auth.console_logins import (
 )
 from server.auth.models import ApiKey, ConsoleLogin
 from server.auth.permissions import Principal, Role
+from server.console.app import MENU
 from server.console.dependencies import COOKIE
-from server.console.nav import PAGES
 from tests.support.api import World, evaluator_session, login, running_api, test_settings
 from tests.support.audit import audit_rows, last_audit_id
 from tests.support.console import LOGIN_FIELD, console_login, csrf_token
@@ -255,7 +255,7 @@ async def test_each_role_opens_exactly_its_pages(
     key = await reviewer_key(db_url, world.a.id) if role is Role.REVIEWER else world.a.keys[role]
     assert (await console_login(client, key)).status_code == 303
     principal = _principal(role)
-    for entry in PAGES:
+    for entry in MENU:
         response = await client.get(entry.path)
         expected = 200 if principal.can(entry.permission) else 403
         assert response.status_code == expected, (role, entry.path, response.text[-400:])
@@ -263,7 +263,7 @@ async def test_each_role_opens_exactly_its_pages(
 
 async def test_anonymous_requests_go_to_the_login_page_or_are_refused(api: Api) -> None:
     client, _, app = api
-    for entry in PAGES:
+    for entry in MENU:
         response = await client.get(entry.path)
         assert response.status_code == 303 and response.headers["location"] == "/console/login"
     for path in console_posts(app):
@@ -356,7 +356,7 @@ async def test_hostile_forms_and_queries_never_break_a_page(
     for path in console_posts(app, ids):
         response = await client.post(path, content=body, headers=form)
         assert response.status_code < 500, (path, response.status_code, response.text[-300:])
-    for entry in PAGES:
+    for entry in MENU:
         for query in HOSTILE_QUERIES:
             response = await client.get(entry.path + query)
             assert response.status_code < 500, (entry.path, query, response.text[-300:])

@@ -1,4 +1,4 @@
-"""Tests for clients.llm.traces.split_reasoning."""
+"""Tests for judge.reasoning.split_reasoning."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clients.llm.traces import split_reasoning
+from judge.reasoning import split_reasoning
 
 
 @pytest.mark.parametrize(
