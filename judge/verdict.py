@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass
 
 from judge.prompts import FENCE_RE
+from judge.rubric import MAX_SCORE, MIN_SCORE
 
-RATING_MIN, RATING_MAX = 0, 3
+RATING_MIN, RATING_MAX = MIN_SCORE, MAX_SCORE
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3}
 _NUMBER = r"(?P<value>[0-9]+(?:\.[0-9]+)?|[零〇一二两三])"
 _KEYS = r"overall[ _]?rating|\brating|\bstars|总体评分|总评分|综合评分|评分|评级|星级"

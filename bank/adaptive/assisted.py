@@ -219,7 +219,17 @@ class AssistedState:
 
     def decision(self, *, final: bool = False, neighbours: Sequence[Neighbour] = ()) -> Decision:
         """The estimate and its half-width at ``delta / K`` now, and whether to stop."""
-        estimate = self.estimate().overall
+        return self.decision_on(self.estimate().overall, final=final, neighbours=neighbours)
+
+    def decision_on(
+        self,
+        estimate: StratifiedEstimate,
+        *,
+        final: bool = False,
+        neighbours: Sequence[Neighbour] = (),
+    ) -> Decision:
+        """``decision`` on ``estimate``, the pool score ``estimate()`` gave (a caller that
+        needs the per-discipline estimates too computes them once)."""
         delta = self.config.schedule.delta_per_check(self.config.delta)
         width = math.inf if math.isnan(estimate.mean) else normal_halfwidth(estimate, delta)
         stop: StopReason | None = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge.agreement.kappa import RaterAgreement, rater_agreement
+from judge.rubric import MAX_SCORE, MIN_SCORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class RatingTable:
             if (
                 isinstance(score, bool)
                 or not isinstance(score, int | np.integer)
-                or not (0 <= score <= 3)
+                or not (MIN_SCORE <= score <= MAX_SCORE)
             ):
                 raise ValueError(
                     f"{rating.rater!r} on answer {rating.answer_id!r}: score {rating.score!r}"

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from judge.rubric import MAX_SCORE, MIN_SCORE
+
 
 @dataclass(frozen=True, slots=True)
 class Match:
@@ -43,8 +45,8 @@ class ScorePolicy:
     ``wrong`` and both must be non-negative.
     """
 
-    correct: int = 3
-    wrong: int = 0
+    correct: int = MAX_SCORE
+    wrong: int = MIN_SCORE
 
     def __post_init__(self) -> None:
         if self.wrong < 0:

@@ -16,8 +16,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-MAX_SCORE = 3
-"""The rubric's maximum item score ``s_max`` (LLMEval-Fair §2.3.1, eq. 1)."""
+from judge.rubric import MAX_SCORE
+
+__all__ = ["DISCIPLINE_SCALE", "MAX_SCORE", "RelativeScores", "relative_scores"]
+
 
 DISCIPLINE_SCALE = 10.0
 """Per-discipline scores are reported on a 10-point scale (LLMEval-Fair tables 1 and 8)."""

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from bank.sampling.commitment import commitment as commitment_hash
+from judge.rubric import MAX_SCORE, MIN_SCORE
 from server.bundles import format as fmt
 from server.errors import InvalidInput
 from server.ledger.signing import PublicKey, parse_public
@@ -194,7 +195,7 @@ def _boolean(value: Any) -> str | None:
 
 
 def _score(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 3:
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_SCORE <= value <= MAX_SCORE:
         return "must be a whole number from 0 to 3"
     return None
 

@@ -186,10 +186,14 @@ def _on_server(
     """Collect, compute and store a snapshot in one transaction (and flag, with --flag;
     save a subset, with --save-subset)."""
     from server.cli.unit_of_work import run_in_unit_of_work
+    from server.config import get_settings
     from server.health.service import collect_verdicts, compute_report, flag_report, store_snapshot
+    from server.scoring.assignment import assign_judges
+
+    settings = get_settings()
 
     async def work(db: AsyncSession) -> HealthReport:
-        collected = await collect_verdicts(db)
+        collected = await collect_verdicts(db, judges=await assign_judges(db, settings))
         try:
             report = await compute_report(
                 collected, population=population, options=options, peers=peers

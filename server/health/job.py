@@ -13,8 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bank.health.flags import parse_thresholds
 from bank.health.report import HealthOptions
 from server.config import Settings
+from server.database import unit_of_work
 from server.health.service import RefreshOutcome, refresh_health
 from server.observability import metrics
+from server.scoring.assignment import assign_judges
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,11 @@ async def refresh_once(engine: AsyncEngine, settings: Settings) -> RefreshOutcom
 
 
 async def _refresh(engine: AsyncEngine, settings: Settings) -> RefreshOutcome:
+    async with unit_of_work(engine) as db:
+        judges = await assign_judges(db, settings)
     return await refresh_health(
         engine,
+        judges=judges,
         population=settings.health_population,
         min_new_verdicts=settings.health_min_new_verdicts,
         flag=settings.health_flag,

@@ -2,11 +2,14 @@
 the report off the event loop, store it as a snapshot, and flag items through the one
 status-change function.
 
-Which verdicts: readable scores (not awaiting review) of fixed and adaptive sessions under
-the current judge prompt version; a response's score is the mean over its judges, and a
-model's score on an item is the mean over its responses. A response judged by several
-judges whose correctness (s >= 2) differs counts as a disagreement. Items of any status
-are read: a flagged or retired item's figures are what its reviewer needs.
+Which verdicts: those of sessions whose mode health reads (``Traits.read_by_health``:
+fixed and adaptive), under the current judge prompt version. A response's score is the
+score it counts with on the leaderboard (``server.scoring.effective``: reviewers first,
+then the panel rule over the board's judges; a response still waiting for review is not
+read), and a model's score on an item is the mean over its responses. A response scored
+by several of the board's judges whose correctness (s >= 2) differs counts as a
+disagreement. Items of any status are read: a flagged or retired item's figures are what
+its reviewer needs.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import bindparam, delete, func, select, text
+from sqlalchemy import ColumnElement, bindparam, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from bank.health.labels import ItemLabels
 from bank.health.population import Population, parse_population
 from bank.health.report import HealthOptions, HealthReport, health_report
-from bank.health.responses import FloatArray, IntArray, ModelInfo, Responses
+from bank.health.responses import CORRECT_AT, FloatArray, IntArray, ModelInfo, Responses
 from bank.item_status import ItemStatus, change_status
 from bank.locks import lock
 from bank.models import HealthSnapshot, Item, ItemStatusChange
@@ -35,6 +38,8 @@ from judge.prompts import PROMPT_VERSION
 from judge.ranking.scores import MAX_SCORE
 from server.database import unit_of_work
 from server.registry.models import RegisteredModel
+from server.scoring.assignment import JudgeAssignment
+from server.scoring.effective import counted_answers, counting_verdicts
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import modes_where
@@ -66,49 +71,66 @@ def _covered_by_another(
     return newest.verdict_watermark >= watermark
 
 
-def _readable() -> list[Any]:
-    """The conditions of a verdict health reads (see the module docstring)."""
-    return [
-        Verdict.score.is_not(None),
-        Verdict.prompt_version == PROMPT_VERSION,
-        # replay and anchor sessions measure contamination on items chosen for it, not the
-        # bank's ordinary use (their mode's ``read_by_health``)
-        EvalSession.mode.in_(modes_where(lambda traits: traits.read_by_health)),
-    ]
+def _read_modes() -> ColumnElement[bool]:
+    """Replay and anchor sessions measure contamination on items chosen for it, not the
+    bank's ordinary use (their mode's ``read_by_health``)."""
+    return EvalSession.mode.in_(modes_where(lambda traits: traits.read_by_health))
 
 
-async def readable_verdicts_since(db: AsyncSession, *, since: int) -> int:
-    """How many verdicts health would read have an id above ``since``."""
+async def readable_verdicts_since(db: AsyncSession, *, since: int, judges: JudgeAssignment) -> int:
+    """How many verdicts health would read (a score of the board's ``judges`` or of a
+    person) have an id above ``since``."""
     count = await db.scalar(
         select(func.count())
         .select_from(Verdict)
         .join(EvalSession, EvalSession.id == Verdict.session_id)
-        .where(Verdict.id > since, *_readable())
+        .where(
+            Verdict.id > since,
+            Verdict.score.is_not(None),
+            counting_verdicts(judges, PROMPT_VERSION),
+            _read_modes(),
+        )
     )
     return int(count or 0)
 
 
-async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
-    """The readable verdicts as a response matrix; the watermark is the highest verdict id
-    at reading time (so verdicts health skips never count as new)."""
+@dataclass(frozen=True, slots=True)
+class _Response:
+    """One answer as health reads it: its model, its item, the score it counts with and
+    the board's judges' scores of it."""
+
+    model_id: uuid.UUID
+    item_id: uuid.UUID
+    score: int
+    judge_scores: tuple[int, ...]
+
+
+async def collect_verdicts(db: AsyncSession, *, judges: JudgeAssignment) -> CollectedVerdicts:
+    """The readable responses as a response matrix, each with the score it counts with
+    under ``judges``; the watermark is the highest verdict id at reading time (so
+    verdicts health skips never count as new)."""
     watermark = int(await db.scalar(select(func.coalesce(func.max(Verdict.id), 0))) or 0)
-    rows = (
-        await db.execute(
-            select(
-                Verdict.session_id,
-                Verdict.position,
-                Verdict.score,
-                EvalSession.model_id,
-                Answer.item_id,
-            )
-            .join(
-                Answer,
-                (Answer.session_id == Verdict.session_id) & (Answer.position == Verdict.position),
-            )
-            .join(EvalSession, EvalSession.id == Verdict.session_id)
-            .where(Verdict.id <= watermark, *_readable())
+    counted = await counted_answers(
+        db,
+        judges=judges,
+        prompt_version=PROMPT_VERSION,
+        where=[Verdict.id <= watermark, _read_modes()],
+        columns=(EvalSession.model_id, Answer.item_id),
+    )
+    rows = [
+        _Response(
+            a.row.model_id,
+            a.row.item_id,
+            a.score,
+            tuple(
+                s
+                for name in judges.judges_for(a.ratings.discipline)
+                if (s := a.ratings.judges.get(name)) is not None
+            ),
         )
-    ).all()
+        for a in counted
+        if a.score is not None
+    ]
     model_ids = sorted({r.model_id for r in rows}, key=str)
     item_ids = sorted({r.item_id for r in rows}, key=str)
     models = await _model_infos(db, model_ids)
@@ -119,7 +141,7 @@ async def collect_verdicts(db: AsyncSession) -> CollectedVerdicts:
 
 
 def _collected(
-    rows: Sequence[Any],
+    rows: Sequence[_Response],
     model_ids: list[uuid.UUID],
     item_ids: list[uuid.UUID],
     models: list[ModelInfo],
@@ -127,27 +149,20 @@ def _collected(
     families: IntArray,
     watermark: int,
 ) -> CollectedVerdicts:
-    """The cells (mean over judges, then over responses) and the judges' disagreement per
-    item, from the verdict rows (CPU work: run in a thread)."""
+    """The cells (the mean over a model's responses to an item) and the judges'
+    disagreement per item, from the responses (CPU work: run in a thread)."""
     model_of = {m: i for i, m in enumerate(model_ids)}
     item_of = {m: i for i, m in enumerate(item_ids)}
-    response_of: dict[tuple[uuid.UUID, int], int] = {}
-    response = np.fromiter(
-        (response_of.setdefault((r.session_id, r.position), len(response_of)) for r in rows),
+    n = len(rows)
+    y = np.fromiter((r.score for r in rows), dtype=np.float64, count=n) / MAX_SCORE
+    cell_item = np.fromiter((item_of[r.item_id] for r in rows), dtype=np.int64, count=n)
+    cell_model = np.fromiter((model_of[r.model_id] for r in rows), dtype=np.int64, count=n)
+    judges = np.fromiter((len(r.judge_scores) for r in rows), dtype=np.int64, count=n)
+    correct = np.fromiter(
+        (sum(s / MAX_SCORE >= CORRECT_AT - 1e-9 for s in r.judge_scores) for r in rows),
         dtype=np.int64,
-        count=len(rows),
+        count=n,
     )
-    n_responses = len(response_of)
-    score = np.fromiter((r.score for r in rows), dtype=np.float64, count=len(rows)) / MAX_SCORE
-    row_item = np.fromiter((item_of[r.item_id] for r in rows), dtype=np.int64, count=len(rows))
-    row_model = np.fromiter((model_of[r.model_id] for r in rows), dtype=np.int64, count=len(rows))
-    cell_item = np.zeros(n_responses, dtype=np.int64)
-    cell_model = np.zeros(n_responses, dtype=np.int64)
-    cell_item[response] = row_item
-    cell_model[response] = row_model
-    judges = np.bincount(response, minlength=n_responses)
-    y = np.bincount(response, score, minlength=n_responses) / np.maximum(judges, 1)
-    correct = np.bincount(response, score >= 2 / MAX_SCORE - 1e-9, minlength=n_responses)
     disagree = (judges >= 2) & (correct > 0) & (correct < judges)
     width = max(1, len(model_ids))
     cells, cell_index = np.unique(cell_item * width + cell_model, return_inverse=True)
@@ -408,6 +423,7 @@ class RefreshOutcome:
 async def refresh_health(
     engine: AsyncEngine,
     *,
+    judges: JudgeAssignment,
     population: str,
     min_new_verdicts: int,
     flag: bool,
@@ -417,7 +433,8 @@ async def refresh_health(
     actor: str = HEALTH_ACTOR,
 ) -> RefreshOutcome:
     """The scheduled job's one step: a new snapshot of ``population`` once at least
-    ``min_new_verdicts`` readable verdicts arrived since its last one (0 forces one).
+    ``min_new_verdicts`` readable verdicts arrived since its last one (0 forces one),
+    each response with the score it counts with under the board's ``judges``.
 
     With ``flag``, the flagged active items move to ``flagged`` unless they are more than
     ``max_flag_share`` of the active items (then none move: ``held_back``). Several
@@ -427,11 +444,11 @@ async def refresh_health(
     async with unit_of_work(engine) as db:
         last = await latest_snapshot(db, population=population)
         since = 0 if last is None else last.verdict_watermark
-        new = await readable_verdicts_since(db, since=since)
+        new = await readable_verdicts_since(db, since=since, judges=judges)
     if new < min_new_verdicts:
         return RefreshOutcome(None, new, 0)
     async with unit_of_work(engine) as db:
-        collected = await collect_verdicts(db)
+        collected = await collect_verdicts(db, judges=judges)
     report = await compute_report(
         collected, population=parse_population(population), options=options or HealthOptions()
     )

@@ -14,14 +14,12 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from judge.rubric import MAX_SCORE, MIN_SCORE
 from server.api.bodies import RequestBody
 from server.review.states import ReviewReason, ReviewTaskState
 
 MAX_REVIEW_NOTE = 4_000
 """Longest reviewer's note, in characters."""
-MIN_SCORE = 0
-MAX_SCORE = 3
-"""Human scores use the judge's 0-3 scale (LLMEval-Fair fig. 11)."""
 
 
 class ReviewScoreIn(RequestBody):

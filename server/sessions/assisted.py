@@ -8,19 +8,21 @@ depend on the verdicts that had arrived by then. :func:`restore` rebuilds the po
 state from the pool, the stored draws and the verdicts so far; it is pure.
 
 The rank-aware stopping rule's neighbours (:func:`neighbours`) are the other models'
-fixed-session means with a binomial standard error, read with one aggregate query: the
-full leaderboard's bootstrap is too slow for the delivery path, and on 0/1-like scores
-the two agree closely.
+fixed-session means with a binomial standard error, each answer counted as the
+leaderboard counts it: the full leaderboard's bootstrap is too slow for the delivery
+path, and on 0/1-like scores the two agree closely.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.adaptive.assisted import AssistedState, Draw
@@ -29,12 +31,17 @@ from bank.adaptive.difference import StratumDraw
 from bank.adaptive.policy import AdaptiveConfig
 from bank.adaptive.stopping import Neighbour
 from clients.sdk.types import SessionMode
-from server.scoring.models import Verdict
+from judge.prompts import PROMPT_VERSION
+from judge.ranking.scores import MAX_SCORE
+from server.scoring.assignment import JudgeAssignment
+from server.scoring.effective import counted_answers
 from server.sessions.models import AdaptiveDraw, EvalSession
 from server.sessions.states import SessionState
 
-MAX_SCORE = 3.0
 SCORED_STATES = (SessionState.SCORED.value, SessionState.REVIEWED.value)
+NEIGHBOUR_MODE = SessionMode.FIXED
+"""The neighbours are the other models' fixed-session means: an adaptive session's own
+item mean is biased by its informative selection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,36 +114,31 @@ def stored_draw(session_id: uuid.UUID, position: int, draw: Draw) -> AdaptiveDra
     )
 
 
-async def neighbours(db: AsyncSession, *, record: EvalSession) -> list[Neighbour]:
+async def neighbours(
+    db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+) -> list[Neighbour]:
     """Every other model with a scored fixed session: the mean of its sessions' mean
-    scores on [0, 1] and sqrt(S (1 - S) / items) as its standard error."""
-    per_session = (
-        select(
-            EvalSession.model_id.label("model_id"),
-            func.avg(Verdict.score).label("mean"),
-            func.count(Verdict.position).label("n_items"),
-        )
-        .join(EvalSession, EvalSession.id == Verdict.session_id)
-        .where(
-            Verdict.score.is_not(None),
+    scores on [0, 1] (each answer with the score the leaderboard counts,
+    ``server.scoring.effective``) and sqrt(S (1 - S) / items) as its standard error."""
+    counted = await counted_answers(
+        db,
+        judges=judges,
+        prompt_version=PROMPT_VERSION,
+        where=[
             EvalSession.model_id != record.model_id,
-            EvalSession.mode == SessionMode.FIXED.value,
+            EvalSession.mode == NEIGHBOUR_MODE,
             EvalSession.state.in_(SCORED_STATES),
-        )
-        .group_by(EvalSession.model_id, Verdict.session_id)
-        .subquery()
+        ],
+        columns=(EvalSession.model_id,),
     )
-    rows = (
-        await db.execute(
-            select(
-                per_session.c.model_id,
-                func.avg(per_session.c.mean),
-                func.sum(per_session.c.n_items),
-            ).group_by(per_session.c.model_id)
-        )
-    ).all()
+    sessions: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for answer in counted:
+        if answer.score is not None:
+            sessions[answer.row.model_id][answer.row.session_id].append(answer.score)
     out = []
-    for _model, mean, items in rows:
-        score = min(max(float(mean) / MAX_SCORE, 0.0), 1.0)
-        out.append(Neighbour(score, math.sqrt(score * (1.0 - score) / max(int(items), 1))))
+    for by_session in sessions.values():
+        mean = fmean(fmean(scores) for scores in by_session.values())
+        items = sum(len(scores) for scores in by_session.values())
+        score = min(max(mean / MAX_SCORE, 0.0), 1.0)
+        out.append(Neighbour(score, math.sqrt(score * (1.0 - score) / max(items, 1))))
     return out

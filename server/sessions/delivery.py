@@ -20,6 +20,7 @@ from server.auth.permissions import Principal
 from server.errors import Conflict, Forbidden
 from server.observability import metrics
 from server.review.sampling import ReviewPolicy
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import finish_sessions
 from server.sessions import single_statement
 from server.sessions.lease import drive, is_open, require_open
@@ -43,10 +44,12 @@ async def next_item(
     session_id: uuid.UUID,
     limits: SessionLimits,
     now: datetime,
+    judges: JudgeAssignment,
 ) -> DeliveredItem | None:
     """The item to work on: the oldest pending one if the pending window is full (a retry
     gets the same item), else the next allocated one, which becomes pending and is recorded
-    as exposed. None when every item has been delivered and answered.
+    as exposed. None when every item has been delivered and answered. A steered mode
+    decides whether delivery goes on, reading scores as ``judges`` decide them.
 
     On PostgreSQL the common delivery is one statement (``single_statement.deliver``);
     whatever it does not cover goes the general way below."""
@@ -75,7 +78,7 @@ async def next_item(
     needed = spec.traits.drive_permission
     if needed is not None and not principal.can(needed):
         raise Forbidden(spec.drive_refusal)
-    if not await spec.goes_on(db, record=record):
+    if not await spec.goes_on(db, record=record, judges=judges):
         await _stop_delivering(db, record=record, now=now, review=limits.review)
         if pending:
             item, _ = await _load_item(db, record=record, position=record.n_completed)

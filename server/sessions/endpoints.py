@@ -30,6 +30,7 @@ from server.errors import (
     SessionClosed,
     SessionInUse,
 )
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.visibility import shows_verdict_figures, visible_state
 from server.sessions import adaptive, commitment, delivery, service
 from server.sessions import answers as session_answers
@@ -70,11 +71,12 @@ async def create_session(
         n_items=body.n_items,
         limits=runtime.limits,
         now=_now(),
+        judges=runtime.judging,
         mode=body.mode,
         adaptive_request=_adaptive_request(body),
         item_set=body.item_set,
     )
-    return await _session_out(db, record, principal)
+    return await _session_out(db, record, principal, runtime.judging)
 
 
 def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
@@ -83,12 +85,14 @@ def _adaptive_request(body: SessionCreate) -> AdaptiveRequest | None:
     return AdaptiveRequest(**body.adaptive.model_dump())
 
 
-async def _session_out(db: DbSession, record: EvalSession, principal: Principal) -> SessionOut:
+async def _session_out(
+    db: DbSession, record: EvalSession, principal: Principal, judges: JudgeAssignment
+) -> SessionOut:
     """The session with its sample commitment and, if adaptive, its policy and estimate:
     the figures that move with single verdicts only where they may be shown
     (``shows_verdict_figures``)."""
     committed = await commitment.of_session(db, record)
-    summary = await mode_spec(record.mode).summary(db, record=record)
+    summary = await mode_spec(record.mode).summary(db, record=record, judges=judges)
     if summary is None:
         return _shown(SessionOut.of(record, commitment=committed), principal)
     if not shows_verdict_figures(principal, record.state):
@@ -120,12 +124,12 @@ async def list_own_sessions(
 
 @router.get("/v1/sessions/{session_id}", response_model=SessionOut, operation_id="sessions.get")
 async def read_session(
-    session_id: SessionId, db: DbSession, principal: SessionsReader
+    session_id: SessionId, db: DbSession, runtime: RuntimeDep, principal: SessionsReader
 ) -> SessionOut:
     """State and counts (allocated, pending, completed) of one session; for an adaptive
     session also its policy, estimate and interval."""
     record = await service.get_session(db, principal=principal, session_id=session_id)
-    return await _session_out(db, record, principal)
+    return await _session_out(db, record, principal, runtime.judging)
 
 
 @router.get(
@@ -140,7 +144,12 @@ async def next_item(
 ) -> ItemOut | Response:
     """The item to answer now; the same pending item again on retry; 204 when done."""
     item = await delivery.next_item(
-        db, principal=principal, session_id=session_id, limits=runtime.limits, now=_now()
+        db,
+        principal=principal,
+        session_id=session_id,
+        limits=runtime.limits,
+        now=_now(),
+        judges=runtime.judging,
     )
     if item is None:
         return Response(status_code=204)
@@ -202,14 +211,14 @@ async def admin_list_sessions(
 )
 @answers(SessionClosed)
 async def abort_own_session(
-    session_id: SessionId, db: DbSession, principal: OwnSessionsAborter
+    session_id: SessionId, db: DbSession, runtime: RuntimeDep, principal: OwnSessionsAborter
 ) -> SessionOut:
     """Abort an open session of your organisation (a run that broke): it stops delivering,
     its undelivered items go back to the pool, the delivered ones stay exposed, and the
     organisation's session slot is free again. The reply shows what a read of the session
     shows you, nothing more."""
     record = await service.abort_session(db, principal=principal, session_id=session_id, now=_now())
-    return await _session_out(db, record, principal)
+    return await _session_out(db, record, principal, runtime.judging)
 
 
 @router.post(

@@ -21,6 +21,7 @@ from bank.locks import lock_org_sampling
 from server.auth.permissions import Permission, Principal
 from server.errors import Conflict, Forbidden, InvalidInput, SessionClosed
 from server.registry.service import get_model
+from server.scoring.assignment import JudgeAssignment
 from server.sessions.lease import get_session
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
@@ -54,6 +55,7 @@ async def create_session(
     n_items: int | None,
     limits: SessionLimits,
     now: datetime,
+    judges: JudgeAssignment,
     mode: SessionMode = SessionMode.FIXED,
     adaptive_request: AdaptiveRequest | None = None,
     item_set: str | None = None,
@@ -62,7 +64,8 @@ async def create_session(
 
     ``mode`` (``server.sessions.modes``) draws the sample: the stratified sample of the
     whole bank, the anchor set, the named ``item_set``, or an adaptive session's pool
-    (``n_items`` is its budget; ``adaptive_request`` its policy). Refuses (403) a
+    (``n_items`` is its budget; ``adaptive_request`` its policy; ``judges`` decide the
+    scores its item histories read). Refuses (403) a
     non-default ``n_items`` from roles that may not size sessions and a mode from roles
     without its ``open_permission``, (404) an item set that does not exist (only to roles
     that may use sets), (409) more open sessions than ``limits.max_concurrent``, and (429)
@@ -114,7 +117,7 @@ async def create_session(
         session_id=record.id,
         delivered=False,
     )
-    await spec.opened(db, record=record, options=options, limits=limits)
+    await spec.opened(db, record=record, options=options, limits=limits, judges=judges)
     return record
 
 

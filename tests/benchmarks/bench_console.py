@@ -106,6 +106,7 @@ from server.registry.models import RegisteredModel
 from server.review.models import ReviewTask
 from server.review.raters import HUMAN_METHOD, HUMAN_PROMPT_VERSION, human_rater
 from server.review.states import ReviewReason, ReviewTaskState
+from server.scoring.assignment import JudgeAssignment, assign_judges
 from server.scoring.models import ScoringJob, Verdict
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
@@ -434,6 +435,7 @@ async def make_sessions(engine: AsyncEngine, plan: Plan, built: Built) -> None:
                     n_items=plan.answers,
                     limits=limits,
                     now=now,
+                    judges=JudgeAssignment(),
                 )
                 written += await fill_session(
                     db,
@@ -460,6 +462,7 @@ async def make_sessions(engine: AsyncEngine, plan: Plan, built: Built) -> None:
                 n_items=plan.answers,
                 limits=limits,
                 now=now + timedelta(minutes=v),
+                judges=JudgeAssignment(),
             )
     built.counts["open_sessions"] = min(plan.vendors, len(built.model_ids))
 
@@ -502,8 +505,11 @@ async def make_health(engine: AsyncEngine, settings: Settings, plan: Plan, built
     items through the status-change function if the report flagged fewer than
     ``plan.flagged``."""
     started = time.perf_counter()
+    async with unit_of_work(engine) as db:
+        judges = await assign_judges(db, settings)
     outcome = await refresh_health(
         engine,
+        judges=judges,
         population=settings.health_population,
         min_new_verdicts=0,
         flag=settings.health_flag,

@@ -59,10 +59,13 @@ def proctor_env(env: Mapping[str, str], *args: str) -> Run:
     return proctor(*args, env=env)
 
 
-def proctor_db(url: str, *args: str, check: bool = True) -> Run:
-    """Run ``proctor ARGS`` on the database ``url`` (``PROCTOR_DATABASE_URL``); with
-    ``check``, a non-zero exit fails the test with the command's stderr."""
-    result = proctor(*args, env={"PROCTOR_DATABASE_URL": url})
+def proctor_db(
+    url: str, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> Run:
+    """Run ``proctor ARGS`` on the database ``url`` (``PROCTOR_DATABASE_URL``) with
+    ``env`` besides; with ``check``, a non-zero exit fails the test with the command's
+    stderr."""
+    result = proctor(*args, env={"PROCTOR_DATABASE_URL": url, **(env or {})})
     if check and result.returncode != 0:
         raise AssertionError(f"proctor {' '.join(args)} failed:\n{result.stderr}")
     return result

@@ -4,8 +4,10 @@ pipeline would have written)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 
@@ -13,6 +15,7 @@ from bank.models import Item, Sample
 from judge.prompts import PROMPT_VERSION
 from server.database import create_engine, unit_of_work
 from server.registry.models import RegisteredModel
+from server.scoring.assignment import JudgeAssignment
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from tests.support.api import World
@@ -32,6 +35,18 @@ async def originals(db_url: str) -> list[Item]:
 
 
 N_MODELS = 10
+HEALTH_JUDGES = JudgeAssignment(default="judge-a", panel=("judge-a", "judge-b"))
+"""The board's judges for ``record_verdicts``' verdicts (both of the disputed item's)."""
+HEALTH_JUDGE_SETTINGS: dict[str, Any] = {
+    "judges": [
+        {"name": name, "base_url": "http://127.0.0.1:9/v1", "model": "judge"}
+        for name in HEALTH_JUDGES.panel
+    ],
+    "judge_panel": list(HEALTH_JUDGES.panel),
+}
+"""Settings whose board is ``HEALTH_JUDGES`` (the judges are never called)."""
+HEALTH_JUDGE_ENV = {f"PROCTOR_{k.upper()}": json.dumps(v) for k, v in HEALTH_JUDGE_SETTINGS.items()}
+"""The same as environment variables, for the ``proctor`` command."""
 FAMILIES = ("alpha", "beta")
 SIZES = (1.0, 3.0, 7.0, 14.0, 70.0)
 

@@ -47,8 +47,9 @@ async def scored_session(
     tokens: tuple[int, int] | None = None,
     offset: int = 0,
     mode: str = "fixed",
+    judge: str = JUDGE,
 ) -> uuid.UUID:
-    """A ``scored`` session (``mode``) of ``model_id`` whose answers ``JUDGE`` scored
+    """A ``scored`` session (``mode``) of ``model_id`` whose answers ``judge`` scored
     ``scores`` (0-3), over the bank's originals (disciplines taking turns) from ``offset``;
     each answer took 2 s."""
     engine = create_engine(db_url)
@@ -102,7 +103,7 @@ async def scored_session(
                     Verdict(
                         session_id=session.id,
                         position=position,
-                        judge=JUDGE,
+                        judge=judge,
                         prompt_version=PROMPT_VERSION,
                         score=score,
                         method="judge",

@@ -74,6 +74,7 @@ from server.config import Settings
 from server.database import create_engine, unit_of_work
 from server.health.service import refresh_health
 from server.review.models import ReviewTask
+from server.scoring.assignment import JudgeAssignment
 from tests.server.calibration.support import seed_reviewed_answer
 from tests.support.api import World, seed_world, test_settings
 from tests.support.database import make_database_url
@@ -836,7 +837,9 @@ async def hostile_db(
     world = await seed_world(db_url, per_cell=SEEDED_PER_CELL)
     engine = create_engine(db_url)
     try:  # a (still empty) health snapshot, so the health routes have something to read
-        await refresh_health(engine, population="all", min_new_verdicts=0, flag=False)
+        await refresh_health(
+            engine, judges=JudgeAssignment(), population="all", min_new_verdicts=0, flag=False
+        )
     finally:
         await engine.dispose()
     await seed_reviewed_answer(db_url, world)  # for the calibration-set routes

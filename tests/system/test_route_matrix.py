@@ -208,8 +208,13 @@ def _health(url: str) -> Prepare:
 
     async def prepare(m: Matrix, role: str | None) -> Call:
         assert m.app is not None
+        runtime = m.app.state.runtime
         await refresh_health(
-            m.app.state.runtime.engine, population="all", min_new_verdicts=0, flag=False
+            runtime.engine,
+            judges=runtime.judging,
+            population="all",
+            min_new_verdicts=0,
+            flag=False,
         )
         return Call(url)
 

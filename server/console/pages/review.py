@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import FormData, QueryParams
 
+from judge.rubric import MAX_SCORE, MIN_SCORE
 from server.api.dependencies import DbSession, RuntimeDep
 from server.api.guard import text_problem
 from server.auth.console_logins import ConsoleUser
@@ -27,7 +28,7 @@ from server.console.nav import NavEntry
 from server.console.templating import render
 from server.errors import InvalidInput
 from server.ledger.results import CheckpointSigner
-from server.review.schemas import MAX_REVIEW_NOTE, MAX_SCORE, MIN_SCORE
+from server.review.schemas import MAX_REVIEW_NOTE
 from server.review.service import list_queue, score_task, show_task, skip_task
 from server.review.states import ReviewReason, ReviewTaskState
 

@@ -294,7 +294,7 @@ async def read_session(
         "needs_review": scoring.needs_review if shown else HIDDEN,
         "points": scoring.points if shown else HIDDEN,
     }
-    summary = await mode_spec(record.mode).summary(db, record=record)
+    summary = await mode_spec(record.mode).summary(db, record=record, judges=judges)
     if summary is not None:
         if not shown:
             summary = adaptive.without_verdict_figures(summary)

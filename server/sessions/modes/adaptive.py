@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from clients.sdk.types import AdaptiveSummary, SessionMode
 from server.auth.permissions import Permission
 from server.errors import InvalidInput
+from server.scoring.assignment import JudgeAssignment
 from server.sessions import adaptive
 from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
@@ -58,6 +59,7 @@ class AdaptiveMode(BaseMode):
         record: EvalSession,
         options: SessionOptions,
         limits: SessionLimits,
+        judges: JudgeAssignment,
     ) -> None:
         await adaptive.start(
             db,
@@ -65,11 +67,16 @@ class AdaptiveMode(BaseMode):
             request=options.adaptive or AdaptiveRequest(),
             defaults=limits.adaptive,
             history_modes=self.history_modes,
+            judges=judges,
         )
 
-    async def goes_on(self, db: AsyncSession, *, record: EvalSession) -> bool:
+    async def goes_on(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> bool:
         run = await adaptive.get_run(db, session_id=record.id)
-        return await adaptive.advance(db, record=record, run=run)
+        return await adaptive.advance(db, record=record, run=run, judges=judges)
 
-    async def summary(self, db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary:
-        return await adaptive.summary(db, record=record)
+    async def summary(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> AdaptiveSummary:
+        return await adaptive.summary(db, record=record, judges=judges)

@@ -23,6 +23,7 @@ from bank.sampling.service import DrawnSample, allocate_sample
 from clients.sdk.types import AdaptiveSummary, SessionMode
 from server.auth.permissions import Permission
 from server.errors import InvalidInput
+from server.scoring.assignment import JudgeAssignment
 from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
 from server.sessions.options import SessionOptions
@@ -105,22 +106,29 @@ class ModeSpec(Protocol):
         record: EvalSession,
         options: SessionOptions,
         limits: SessionLimits,
+        judges: JudgeAssignment,
     ) -> None:
-        """Record what the mode keeps beside the session (flush), once it exists."""
+        """Record what the mode keeps beside the session (flush), once it exists;
+        ``judges`` decide the scores it may read (``server.scoring.effective``)."""
 
     def view(self, row: Any, *, position: int) -> DeliveredItem:
         """The client's view of the item in ``row`` (``Item`` columns ``id``,
         ``question``, ``options``, ``qtype``, ``discipline``, ``language``)."""
 
-    async def goes_on(self, db: AsyncSession, *, record: EvalSession) -> bool:
+    async def goes_on(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> bool:
         """Whether position ``record.n_delivered`` is delivered (and is the item to
-        deliver there); False ends delivery where it is."""
+        deliver there), reading scores as ``judges`` decide them; False ends delivery
+        where it is."""
 
     def verdict_without_judge(self, *, question: str, answer: str) -> dict[str, Any] | None:
         """The verdict the mode gives an answer itself (``score``, ``method``, ``detail``,
         optionally ``needs_review``), or None to score it as usual."""
 
-    async def summary(self, db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary | None:
+    async def summary(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> AdaptiveSummary | None:
         """What the session reports of its own progress beside the counts (None)."""
 
 
@@ -162,6 +170,7 @@ class BaseMode:
         record: EvalSession,
         options: SessionOptions,
         limits: SessionLimits,
+        judges: JudgeAssignment,
     ) -> None:
         return None
 
@@ -175,11 +184,15 @@ class BaseMode:
             discipline=row.discipline,
         )
 
-    async def goes_on(self, db: AsyncSession, *, record: EvalSession) -> bool:
+    async def goes_on(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> bool:
         return True
 
     def verdict_without_judge(self, *, question: str, answer: str) -> dict[str, Any] | None:
         return None
 
-    async def summary(self, db: AsyncSession, *, record: EvalSession) -> AdaptiveSummary | None:
+    async def summary(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> AdaptiveSummary | None:
         return None

@@ -18,7 +18,7 @@ from server.cli.main import app
 from server.database import create_engine, unit_of_work
 from tests.support.api import World, seed_world
 from tests.support.cli import proctor, proctor_db
-from tests.support.health import originals, record_verdicts
+from tests.support.health import HEALTH_JUDGE_ENV, originals, record_verdicts
 from tests.support.paths import SHARED_DATA
 
 MMLU_PRO = SHARED_DATA / "mmlu_pro"
@@ -146,7 +146,9 @@ async def test_on_the_server_it_snapshots_flags_and_saves_a_subset(
     world: tuple[str, World], tmp_path: Path
 ) -> None:
     db_url, _ = world
-    plain = proctor_db(db_url, "bank", "health", "--iterations", "10", "--json")
+    plain = proctor_db(
+        db_url, "bank", "health", "--iterations", "10", "--json", env=HEALTH_JUDGE_ENV
+    )
     body = json.loads(plain.stdout)
     assert body["population"]["n_models"] == 10
     assert await _counts(db_url) == {"snapshots": 1, "flagged": 0, "sets": 0, "members": 0}
@@ -167,6 +169,7 @@ async def test_on_the_server_it_snapshots_flags_and_saves_a_subset(
         "--peer",
         f"{stratum}={board}",
         "--json",
+        env=HEALTH_JUDGE_ENV,
     )
     assert "items moved to flagged" in flagged.stderr and "item set 'core' saved" in flagged.stderr
     assert json.loads(flagged.stdout)["strata"][stratum]["cbrc"] is not None
@@ -175,7 +178,15 @@ async def test_on_the_server_it_snapshots_flags_and_saves_a_subset(
     assert counts["sets"] == 1 and counts["members"] > 0
 
     again = proctor_db(
-        db_url, "bank", "health", "--save-subset", "cas=core", "--iterations", "10", check=False
+        db_url,
+        "bank",
+        "health",
+        "--save-subset",
+        "cas=core",
+        "--iterations",
+        "10",
+        check=False,
+        env=HEALTH_JUDGE_ENV,
     )
     assert again.returncode == 1 and "exists already" in again.stderr
     assert (await _counts(db_url))["sets"] == 1

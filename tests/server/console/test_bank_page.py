@@ -28,7 +28,7 @@ from tests.support.api import World, login
 from tests.support.console import console_login, csrf_token
 from tests.support.database import database_session
 from tests.support.factories import mc_record
-from tests.support.health import originals, record_verdicts
+from tests.support.health import HEALTH_JUDGES, originals, record_verdicts
 
 Api = tuple[httpx.AsyncClient, World, FastAPI]
 WorldDb = tuple[str, World]
@@ -472,7 +472,12 @@ async def test_the_health_page_shows_the_snapshot_and_reviews_from_it(
     engine = create_engine(db_url)
     try:
         outcome = await refresh_health(
-            engine, population="all", min_new_verdicts=1, flag=True, max_flag_share=1.0
+            engine,
+            judges=HEALTH_JUDGES,
+            population="all",
+            min_new_verdicts=1,
+            flag=True,
+            max_flag_share=1.0,
         )
     finally:
         await engine.dispose()

@@ -17,7 +17,12 @@ from server.database import create_engine, unit_of_work
 from server.health.service import latest_snapshot, refresh_health
 from server.scoring.models import Verdict
 from tests.support.api import World, login, running_api, seed_world, test_settings
-from tests.support.health import originals, record_verdicts
+from tests.support.health import (
+    HEALTH_JUDGE_SETTINGS,
+    HEALTH_JUDGES,
+    originals,
+    record_verdicts,
+)
 from tests.support.sessions import wait_until
 
 
@@ -66,19 +71,34 @@ async def test_the_job_snapshots_flags_and_keeps_the_counters(
     engine = create_engine(db_url)
     try:
         held = await refresh_health(
-            engine, population="all", min_new_verdicts=1, flag=True, max_flag_share=0.01
+            engine,
+            judges=HEALTH_JUDGES,
+            population="all",
+            min_new_verdicts=1,
+            flag=True,
+            max_flag_share=0.01,
         )
         assert held.snapshot_id is not None and held.flagged == 0 and held.held_back > 0
         assert (await _status(db_url, saturated.id))[0] == ItemStatus.ACTIVE.value
 
         outcome = await refresh_health(
-            engine, population="all", min_new_verdicts=1, flag=True, max_flag_share=1.0
+            engine,
+            judges=HEALTH_JUDGES,
+            population="all",
+            min_new_verdicts=1,
+            flag=True,
+            max_flag_share=1.0,
         )
         # Nothing new since the last snapshot's watermark: no snapshot, no flags.
         assert outcome.snapshot_id is None and outcome.new_verdicts == 0
 
         forced = await refresh_health(
-            engine, population="all", min_new_verdicts=0, flag=True, max_flag_share=1.0
+            engine,
+            judges=HEALTH_JUDGES,
+            population="all",
+            min_new_verdicts=0,
+            flag=True,
+            max_flag_share=1.0,
         )
     finally:
         await engine.dispose()
@@ -102,7 +122,9 @@ async def test_admins_and_auditors_read_the_latest_snapshot(
         assert missing.status_code == 404 and "no health snapshot" in missing.text
         engine = create_engine(db_url)
         try:
-            await refresh_health(engine, population="top:8", min_new_verdicts=1, flag=False)
+            await refresh_health(
+                engine, judges=HEALTH_JUDGES, population="top:8", min_new_verdicts=1, flag=False
+            )
         finally:
             await engine.dispose()
 
@@ -148,7 +170,9 @@ async def test_verdicts_awaiting_review_are_not_read(
             row = await db.get(Verdict, first)
             assert row is not None
             row.score = None  # awaiting review
-        outcome = await refresh_health(engine, population="all", min_new_verdicts=1, flag=False)
+        outcome = await refresh_health(
+            engine, judges=HEALTH_JUDGES, population="all", min_new_verdicts=1, flag=False
+        )
         async with unit_of_work(engine) as db:
             snapshot = await latest_snapshot(db)
     finally:
@@ -166,7 +190,11 @@ async def test_the_in_process_job_snapshots_on_its_own(
     db_url, w, items = world
     await record_verdicts(db_url, w, items)
     settings = test_settings(
-        db_url, scoring_in_process=True, health_interval_s=0.2, health_min_new_verdicts=1
+        db_url,
+        scoring_in_process=True,
+        health_interval_s=0.2,
+        health_min_new_verdicts=1,
+        **HEALTH_JUDGE_SETTINGS,
     )
     engine = create_engine(db_url)
     try:
@@ -195,7 +223,12 @@ async def test_a_kept_item_stays_active_until_another_rule_fires(
 
     async def refresh(options: HealthOptions) -> None:
         await refresh_health(
-            engine, population="all", min_new_verdicts=0, flag=True, options=options
+            engine,
+            judges=HEALTH_JUDGES,
+            population="all",
+            min_new_verdicts=0,
+            flag=True,
+            options=options,
         )
 
     try:
@@ -221,7 +254,9 @@ async def test_unread_verdicts_do_not_count_as_new_and_old_snapshots_go(
     await record_verdicts(db_url, w, items)
     engine = create_engine(db_url)
     try:
-        first = await refresh_health(engine, population="all", min_new_verdicts=1, flag=False)
+        first = await refresh_health(
+            engine, judges=HEALTH_JUDGES, population="all", min_new_verdicts=1, flag=False
+        )
         assert first.snapshot_id is not None
         async with unit_of_work(engine) as db:  # a newer verdict awaiting review
             newest = await db.get(Verdict, await db.scalar(select(func.max(Verdict.id))))
@@ -238,11 +273,18 @@ async def test_unread_verdicts_do_not_count_as_new_and_old_snapshots_go(
                 )
             )
         for _ in range(3):
-            tick = await refresh_health(engine, population="all", min_new_verdicts=1, flag=False)
+            tick = await refresh_health(
+                engine, judges=HEALTH_JUDGES, population="all", min_new_verdicts=1, flag=False
+            )
             assert tick.snapshot_id is None and tick.new_verdicts == 0
         for _ in range(3):
             await refresh_health(
-                engine, population="top:8", min_new_verdicts=0, flag=False, keep_snapshots=2
+                engine,
+                judges=HEALTH_JUDGES,
+                population="top:8",
+                min_new_verdicts=0,
+                flag=False,
+                keep_snapshots=2,
             )
         async with unit_of_work(engine) as db:
             texts = (await db.execute(select(HealthSnapshot.population_text))).scalars().all()

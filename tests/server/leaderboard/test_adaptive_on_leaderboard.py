@@ -17,7 +17,8 @@ import uuid
 import pytest
 
 from server.database import create_engine, unit_of_work
-from server.sessions.adaptive import SessionEstimate, session_estimates
+from server.scoring.assignment import JudgeAssignment
+from server.sessions.adaptive import SessionEstimate, scores_of, session_estimates
 from tests.server.sessions.test_adaptive_sessions import (
     by_discipline,
     run_session,
@@ -27,7 +28,7 @@ from tests.server.sessions.test_adaptive_sessions import (
 )
 from tests.support.api import World, login, running_api
 from tests.support.fake_llm import FakeLlm
-from tests.support.sessions import verdicts
+from tests.support.sessions import JUDGE_NAME, verdicts
 
 
 async def estimates_of(
@@ -35,9 +36,14 @@ async def estimates_of(
     *session_ids: uuid.UUID,
     scores: dict[uuid.UUID, dict[int, float]] | None = None,
 ) -> dict[uuid.UUID, SessionEstimate]:
+    """The estimates from ``scores``, by default the sessions' own as the leaderboard
+    counts them (the one judge of the test's settings)."""
     engine = create_engine(db_url)
     try:
         async with unit_of_work(engine) as db:
+            if scores is None:
+                judges = JudgeAssignment.single(JUDGE_NAME)
+                scores = await scores_of(db, session_ids=session_ids, judges=judges)
             return await session_estimates(db, session_ids=session_ids, scores=scores)
     finally:
         await engine.dispose()

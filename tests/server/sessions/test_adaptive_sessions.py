@@ -25,6 +25,7 @@ from tests.support.console import console_login
 from tests.support.fake_llm import FakeLlm
 from tests.support.scored import add_model, scored_session
 from tests.support.sessions import (
+    JUDGE_NAME,
     answer_for,
     answer_items,
     judged_settings,
@@ -399,8 +400,9 @@ async def test_model_assisted_session_draws_from_every_discipline_and_stores_its
 async def test_model_assisted_session_stops_once_its_place_on_the_board_is_settled(
     big_world: tuple[str, World], llm: FakeLlm
 ) -> None:
-    """Other models' fixed sessions score about 10% and 20%; a model that answers every
-    item right is above both long before a 1-point half-width is reached, so the
+    """Other models' fixed sessions score about 10% and 20% (by the judge the server
+    counts: the neighbours are read as the leaderboard reads them); a model that answers
+    every item right is above both long before a 1-point half-width is reached, so the
     rank-aware rule stops it."""
     db_url, world = big_world
     assert world.a.model_id is not None and world.b.model_id is not None
@@ -415,6 +417,7 @@ async def test_model_assisted_session_stops_once_its_place_on_the_board_is_settl
             scores=scores,
             created_at=now - timedelta(hours=1),
             offset=offset,
+            judge=JUDGE_NAME,
         )
     async with running_api(settings_for(db_url, llm)) as (_, client):
         run = await run_session(

@@ -18,6 +18,7 @@ from bank.models import Exposure
 from clients.sdk.types import Role, SessionMode
 from server.auth.permissions import Principal
 from server.errors import Forbidden
+from server.scoring.assignment import JudgeAssignment
 from server.sessions import delivery, service
 from server.sessions.answers import submit_answer
 from server.sessions.limits import SessionLimits
@@ -48,7 +49,9 @@ class ToyMode(BaseMode):
         item = super().view(row, position=position)
         return replace(item, question=item.question.upper(), options=None)
 
-    async def goes_on(self, db: AsyncSession, *, record: EvalSession) -> bool:
+    async def goes_on(
+        self, db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+    ) -> bool:
         return record.n_delivered < TOY_ITEMS
 
 
@@ -70,7 +73,11 @@ def test_traits_of_a_registered_mode_are_read_by_the_features(toy_registered: No
     assert TOY in modes_where(lambda traits: traits.ordered)
     assert TOY not in modes_where(lambda traits: not traits.steered)
     for trait in ("ranked", "feeds_history", "read_by_health", "contamination"):
-        assert TOY not in modes_where(lambda traits, name=trait: bool(getattr(traits, name)))
+
+        def has(traits: Traits, name: str = trait) -> bool:
+            return bool(getattr(traits, name))
+
+        assert TOY not in modes_where(has)
     with pytest.raises(LookupError, match="no session mode 'unknown'"):
         mode_spec("unknown")
 
@@ -92,13 +99,19 @@ async def test_a_toy_session_runs_through_the_real_services(
             n_items=n_items,
             limits=limits,
             now=now,
+            judges=JudgeAssignment(),
             mode=cast(SessionMode, TOY),
         )
         assert record.mode == TOY and record.n_items == n_items
         seen: list[DeliveredItem] = []
         while (
             item := await delivery.next_item(
-                db, principal=principal, session_id=record.id, limits=limits, now=now
+                db,
+                principal=principal,
+                session_id=record.id,
+                limits=limits,
+                now=now,
+                judges=JudgeAssignment(),
             )
         ) is not None:
             assert item.question == item.question.upper() and item.options is None
@@ -148,6 +161,7 @@ async def test_a_mode_permission_is_enforced_from_its_traits(
                 n_items=None,
                 limits=SessionLimits(),
                 now=datetime.now(UTC),
+                judges=JudgeAssignment(),
                 mode=cast(SessionMode, TOY),
             )
         assert not await db.scalar(select(func.count()).select_from(EvalSession))
