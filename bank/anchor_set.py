@@ -24,8 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.database import utcnow
 from bank.locks import lock
 from bank.models import Exposure, Item, ItemStatusChange, Stratum
-from bank.sampling.commitment import SourceKind
 from bank.sampling.service import DrawnSample, SampledItem, new_seed
+from bank.sampling.source import AnchorSource
 
 ANCHOR = "anchor"
 ACTIVE = "active"
@@ -136,7 +136,7 @@ async def draw_anchor_sample(
 ) -> DrawnSample:
     """Up to ``n`` anchor-set items the organisation has not been served, one per family,
     in a random order derived from ``seed`` (the anchor set is small: read whole). Its
-    source is ``{"kind": "anchor"}``."""
+    source is an ``AnchorSource``."""
     seed = seed or new_seed()
     seen = exists().where(Exposure.org_id == org_id, Exposure.family_id == Item.family_id)
     rows = await session.execute(
@@ -150,7 +150,7 @@ async def draw_anchor_sample(
 def pick_anchor_sample(candidates: Sequence[SampledItem], *, n: int, seed: str) -> DrawnSample:
     """The anchor sample of ``seed`` from ``candidates`` (the anchor items the organisation
     was not served, by family then id): one item per family, shuffled, the first ``n``;
-    its source is ``{"kind": "anchor"}``. Pure: the re-derivation of a past anchor sample
+    its source is an ``AnchorSource``. Pure: the re-derivation of a past anchor sample
     (``bank.sampling.as_of``) calls it on the state as of the draw."""
     by_family: dict[uuid.UUID, list[SampledItem]] = defaultdict(list)
     for item in candidates:
@@ -160,5 +160,4 @@ def pick_anchor_sample(candidates: Sequence[SampledItem], *, n: int, seed: str) 
     rng.shuffle(picks)
     chosen = picks[:n]
     shortfall = {"anchor_set": n - len(chosen)} if len(chosen) < n else {}
-    source = {"kind": SourceKind.ANCHOR.value}
-    return DrawnSample(seed=seed, n=n, items=chosen, shortfall=shortfall, source=source)
+    return DrawnSample(seed=seed, n=n, items=chosen, shortfall=shortfall, source=AnchorSource())

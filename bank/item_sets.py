@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bank.bulk import column_in, in_chunks, insert_rows
 from bank.locks import lock
 from bank.models import Exposure, Item, ItemSet, ItemSetMember, ItemStatus
-from bank.sampling.commitment import SourceKind
 from bank.sampling.service import DrawnSample, SampledItem, new_seed
+from bank.sampling.source import ItemSetSource
 
 MAX_NAME = 100
 """Longest set name (the column's width)."""
@@ -162,8 +162,7 @@ async def draw_item_set_sample(
 
     The set is read whole, as the anchor set is (``bank.anchor_set.draw_anchor_sample``):
     the same seed on the same bank gives the same sample. What the set could not supply is
-    the shortfall, under ``"item_set"``; the source is
-    ``{"kind": "item_set", "item_set_id": "<set_id>"}``."""
+    the shortfall, under ``"item_set"``; the source is ``ItemSetSource(set_id)``."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     seed = seed or new_seed()
@@ -192,5 +191,5 @@ def pick_item_set_sample(
     rng.shuffle(picks)
     chosen = picks[:n]
     shortfall = {SHORTFALL_KEY: n - len(chosen)} if len(chosen) < n else {}
-    source = {"kind": SourceKind.ITEM_SET.value, "item_set_id": str(set_id)}
+    source = ItemSetSource(set_id)
     return DrawnSample(seed=seed, n=n, items=chosen, shortfall=shortfall, source=source)

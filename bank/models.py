@@ -174,7 +174,8 @@ class Sample(Base):
     None on samples drawn before commitments existed."""
     source: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     """How it was drawn: ``{"kind": "stratified", "disciplines": [...]}``, ``{"kind":
-    "anchor"}`` or ``{"kind": "item_set", "item_set_id": ...}`` (committed to)."""
+    "anchor"}`` or ``{"kind": "item_set", "item_set_id": ...}`` (committed to), as
+    ``bank.sampling.source.source_json`` writes it; read it with ``parse_source``."""
     salt: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """Random salt of the commitment (hex); revealed with the seed once the session is
     scored."""

@@ -49,7 +49,6 @@ from bank.models import (
     SampleItem,
     Stratum,
 )
-from bank.sampling.commitment import SourceKind
 from bank.sampling.draw import Candidate
 from bank.sampling.rederive import (
     Comparison,
@@ -60,6 +59,13 @@ from bank.sampling.rederive import (
     status_at,
 )
 from bank.sampling.service import DrawnSample, SampledItem, StratumRow, draw_from
+from bank.sampling.source import (
+    AnchorSource,
+    SourceError,
+    SourceKind,
+    StratifiedSource,
+    parse_source,
+)
 
 ACTIVE = ItemStatus.ACTIVE.value
 RANK_MASK = (1 << SLOT_RANK_BITS) - 1
@@ -187,7 +193,8 @@ class AsOfBank:
 class Rederived:
     """A sample drawn again on the state as of its ``drawn_at``, or why it cannot be."""
 
-    kind: str | None
+    kind: SourceKind | None
+    """The recorded source's kind (None: not recorded, or not readable as any kind)."""
     drawn: DrawnSample | None
     reason: str | None = None
     history_breaks: tuple[uuid.UUID, ...] = ()
@@ -200,49 +207,42 @@ async def rederive_sample(session: AsyncSession, sample: Sample) -> Rederived:
     ``drawn_at``: a stratified sample with the live draw (:func:`draw_from`), an anchor-set
     or item-set sample with those draws' own picking (``pick_anchor_sample``,
     ``pick_item_set_sample``) on the candidates as of then. Not re-derivable: samples
-    without ``drawn_at`` or ``source`` (drawn before they were recorded), an item set
-    deleted since, an unknown kind."""
-    source = sample.source or {}
-    kind = source.get("kind")
-    if sample.drawn_at is None or not source:
+    without ``drawn_at`` or ``source`` (drawn before they were recorded), a recorded source
+    that ``parse_source`` refuses, an item set deleted since."""
+    try:
+        source = parse_source(sample.source) if sample.source else None
+    except SourceError as error:
+        return Rederived(error.kind, None, f"the recorded source is unreadable: {error}")
+    if sample.drawn_at is None or source is None:
         return Rederived(
-            kind, None, "drawn before draws recorded their instant and source (drawn_at, source)"
+            None if source is None else source.kind,
+            None,
+            "drawn before draws recorded their instant and source (drawn_at, source)",
         )
     bank = AsOfBank(session, sample.org_id, sample.drawn_at)
-    if kind == SourceKind.STRATIFIED.value:
-        disciplines = source.get("disciplines")
-        if not isinstance(disciplines, list):
-            return Rederived(kind, None, "the recorded source names no disciplines")
+    if isinstance(source, StratifiedSource):
         await bank.load()
         drawn = await draw_from(
-            bank, n=sample.n_requested, seed=sample.seed, disciplines=[str(d) for d in disciplines]
+            bank, n=sample.n_requested, seed=sample.seed, disciplines=list(source.disciplines)
         )
-    elif kind == SourceKind.ANCHOR.value:
+    elif isinstance(source, AnchorSource):
         await bank.load()
         candidates = await _anchor_candidates(bank)
         drawn = pick_anchor_sample(candidates, n=sample.n_requested, seed=sample.seed)
-    elif kind == SourceKind.ITEM_SET.value:
-        set_id = _uuid(source.get("item_set_id"))
-        item_set = None if set_id is None else await session.get(ItemSet, set_id)
+    else:
+        item_set = await session.get(ItemSet, source.item_set_id)
         if item_set is None:
-            return Rederived(kind, None, "kind item_set: the item set no longer exists")
+            return Rederived(source.kind, None, "kind item_set: the item set no longer exists")
         if item_set.created_at > sample.drawn_at:
-            return Rederived(kind, None, "kind item_set: the item set is younger than the draw")
+            return Rederived(
+                source.kind, None, "kind item_set: the item set is younger than the draw"
+            )
         await bank.load()
         candidates = await _item_set_candidates(bank, item_set.id)
         drawn = pick_item_set_sample(
             candidates, set_id=item_set.id, n=sample.n_requested, seed=sample.seed
         )
-    else:
-        return Rederived(kind, None, f"kind {kind}: not re-derivable")
-    return Rederived(kind, drawn, history_breaks=tuple(bank.history_breaks))
-
-
-def _uuid(value: object) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None
+    return Rederived(source.kind, drawn, history_breaks=tuple(bank.history_breaks))
 
 
 _SAMPLED_COLUMNS = (Item.id, Item.family_id, Item.discipline, Item.subdiscipline, Item.qtype)

@@ -13,8 +13,10 @@ The bytes hashed are the canonical JSON (sorted keys, no spaces, ASCII) of::
     {"v": "proctor-sample-commitment-v1", "seed": SEED, "salt": SALT,
      "source": SOURCE, "items": [ITEM_ID, ...]}
 
-with item ids as lowercase hyphenated UUID strings in the drawn order. The SDK
-(``clients.sdk``) re-implements this paragraph, so a vendor needs nothing of the server.
+with item ids as lowercase hyphenated UUID strings in the drawn order and ``SOURCE`` the
+source's JSON object (``bank.sampling.source.source_json``; a JSON object given as it is,
+as a reveal sends it). The SDK (``clients.sdk``) re-implements this paragraph, so a vendor
+needs nothing of the server.
 """
 
 from __future__ import annotations
@@ -24,22 +26,12 @@ import json
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from typing import Any
+
+from bank.sampling.source import SampleSource, source_json
 
 VERSION = "proctor-sample-commitment-v1"
 SALT_BYTES = 16
-
-
-class SourceKind(StrEnum):
-    """What a sample was drawn from: the ``kind`` of its committed ``source``."""
-
-    STRATIFIED = "stratified"
-    """The stratified bank sample; ``source["disciplines"]`` lists the disciplines planned."""
-    ANCHOR = "anchor"
-    """The private anchor set."""
-    ITEM_SET = "item_set"
-    """A saved item set; ``source["item_set_id"]`` is its id."""
 
 
 def new_salt() -> str:
@@ -48,21 +40,29 @@ def new_salt() -> str:
 
 
 def commitment_payload(
-    *, seed: str, salt: str, source: Mapping[str, Any], item_ids: Sequence[uuid.UUID | str]
+    *,
+    seed: str,
+    salt: str,
+    source: SampleSource | Mapping[str, Any],
+    item_ids: Sequence[uuid.UUID | str],
 ) -> bytes:
     """The canonical bytes a commitment hashes (see the module docstring)."""
     body = {
         "v": VERSION,
         "seed": seed,
         "salt": salt,
-        "source": dict(source),
+        "source": dict(source) if isinstance(source, Mapping) else source_json(source),
         "items": [str(i) if isinstance(i, uuid.UUID) else str(uuid.UUID(i)) for i in item_ids],
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def commitment(
-    *, seed: str, salt: str, source: Mapping[str, Any], item_ids: Sequence[uuid.UUID | str]
+    *,
+    seed: str,
+    salt: str,
+    source: SampleSource | Mapping[str, Any],
+    item_ids: Sequence[uuid.UUID | str],
 ) -> str:
     """The SHA-256 commitment (hex) to a sample drawn with ``seed`` from ``source``."""
     payload = commitment_payload(seed=seed, salt=salt, source=source, item_ids=item_ids)

@@ -49,10 +49,11 @@ from bank.models import (
     Stratum,
     make_slot,
 )
-from bank.sampling.commitment import SourceKind, commitment, new_salt
+from bank.sampling.commitment import commitment, new_salt
 from bank.sampling.draw import Candidate, RankStream, delivery_order
 from bank.sampling.draw import select as select_items
 from bank.sampling.plan import DEFAULT_N, Plan, StratumSupply, plan_quotas
+from bank.sampling.source import SampleSource, StratifiedSource, source_json
 from bank.stratum_key import StratumKey
 
 SEED_BYTES = 16
@@ -79,11 +80,11 @@ class DrawnSample:
     seed: str
     n: int
     items: list[SampledItem]
-    shortfall: dict[str, Any] = field(default_factory=dict)
-    source: dict[str, Any] | None = None
+    source: SampleSource
     """What it was drawn from, as committed to (``bank.sampling.commitment``): for
-    ``draw_sample`` ``{"kind": "stratified", "disciplines": [...]}`` with the disciplines
-    the plan used; ``bank.anchor_set`` and ``bank.item_sets`` set theirs."""
+    ``draw_sample`` a ``StratifiedSource`` with the disciplines the plan used;
+    ``bank.anchor_set`` and ``bank.item_sets`` set theirs."""
+    shortfall: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -256,7 +257,7 @@ async def draw_from(
         for item_id in delivery_order(seed, list(chosen))
         for key in (chosen[item_id],)
     ]
-    source = {"kind": SourceKind.STRATIFIED.value, "disciplines": list(disciplines)}
+    source = StratifiedSource(tuple(disciplines))
     return DrawnSample(seed=seed, n=n, items=items, shortfall=plan.shortfall, source=source)
 
 
@@ -415,11 +416,9 @@ async def persist_sample(
     each item's ``drawn_position`` keeps that order for good.
 
     The record carries its commitment (``bank.sampling.commitment``) to the seed, a fresh
-    salt, ``sample.source`` (required) and the ordered item ids. ``drawn_at`` is the
-    instant the caller took the organisation's sampling lock, before it read the state the
-    sample was drawn from (default: now)."""
-    if sample.source is None:
-        raise ValueError("a sample is committed to its source: set DrawnSample.source")
+    salt, ``sample.source`` (stored as ``bank.sampling.source.source_json`` writes it) and
+    the ordered item ids. ``drawn_at`` is the instant the caller took the organisation's
+    sampling lock, before it read the state the sample was drawn from (default: now)."""
     salt = new_salt()
     ids = [i.id for i in sample.items]
     record = Sample(
@@ -429,7 +428,7 @@ async def persist_sample(
         n_drawn=len(sample.items),
         shortfall=sample.shortfall,
         drawn_at=drawn_at or utcnow(),
-        source=sample.source,
+        source=source_json(sample.source),
         salt=salt,
         commitment=commitment(seed=sample.seed, salt=salt, source=sample.source, item_ids=ids),
     )

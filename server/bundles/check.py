@@ -9,8 +9,9 @@ problem, never an exception. It checks:
 * every line is a canonical JSON object of a known type with exactly its fields;
 * the lines come in the format's order, with one header, one commitment, one signature;
 * answers and verdicts name delivered positions, answers the item delivered there;
-* the commitment, when opened, recomputes (``bank.sampling.commitment``), and the
-  delivered items sit at their committed positions (adaptive sessions: among them);
+* the commitment, when opened, names a sample source (``bank.sampling.source``) and
+  recomputes (``bank.sampling.commitment``), and the delivered items sit at their
+  committed positions (adaptive sessions: among them);
 * the SHA-256 of the lines before the signature, and the Ed25519 signature against the
   public key the caller trusts, or, without one, the key the header names: that proves
   integrity only (anyone can sign a bundle with a key of their own), so ``intact`` may
@@ -32,6 +33,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from bank.sampling.commitment import commitment as commitment_hash
+from bank.sampling.source import SourceError, parse_source
 from judge.rubric import MAX_SCORE, MIN_SCORE
 from server.bundles import format as fmt
 from server.errors import InvalidInput
@@ -226,6 +228,18 @@ def _object(value: Any) -> str | None:
     return _nested_text_problem(value)
 
 
+def _source(value: Any) -> str | None:
+    """An object that is a sample source (``bank.sampling.source.parse_source``)."""
+    problem = _object(value)
+    if problem:
+        return problem
+    try:
+        parse_source(value)
+    except SourceError as error:
+        return str(error)
+    return None
+
+
 def _state(value: Any) -> str | None:
     return _string(value) or (None if value in SESSION_STATES else "is not a session state")
 
@@ -318,7 +332,7 @@ FIELDS: dict[str, dict[str, Validator]] = {
 OPENING: dict[str, Validator] = {
     "seed": _string,
     "salt": _string,
-    "source": _object,
+    "source": _source,
     "item_ids": _uuids,
 }
 """The commitment line's further fields when ``revealed`` is true."""
@@ -619,7 +633,7 @@ def _commitment(header: Mapping[str, Any] | None, state: _State, result: BundleC
         recomputed = commitment_hash(
             seed=value["seed"],
             salt=value["salt"],
-            source=value["source"],
+            source=parse_source(value["source"]),
             item_ids=value["item_ids"],
         )
     except (TypeError, ValueError) as error:

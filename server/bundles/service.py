@@ -22,6 +22,7 @@ from sqlalchemy import Select, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Exposure, Item, Sample, SampleItem
+from bank.sampling.source import parse_source, source_json
 from server.bundles import format as fmt
 from server.errors import NotFound
 from server.ledger.signing import SigningKey
@@ -247,7 +248,7 @@ async def _commitment(db: AsyncSession, source: BundleSource) -> AsyncIterator[d
             revealed=True,
             seed=sample.seed,
             salt=sample.salt,
-            source=sample.source,
+            source=source_json(parse_source(sample.source)),
             item_ids=[str(item_id) for item_id in ids.scalars()],
         )
     yield fields

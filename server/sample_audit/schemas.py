@@ -7,8 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from bank.sampling.commitment import SourceKind
 from bank.sampling.rederive import Outcome
+from bank.sampling.source import SourceKind
 from server.sessions.modes import SessionMode
 from server.sessions.states import SessionState
 

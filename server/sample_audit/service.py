@@ -22,7 +22,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.models import Sample
 from bank.sampling.as_of import SampleCheck, check_sample
-from bank.sampling.commitment import SourceKind
 from bank.sampling.rederive import Outcome, StoredItem, missing_delivered
 from server.auth.permissions import Principal
 from server.errors import NotFound
@@ -49,7 +48,6 @@ ASSISTED_ORDER = (
     "operating system's randomness at the recorded probability (policy_steps): the delivery "
     "order is recorded, not re-derivable from the seed."
 )
-SOURCE_KINDS = frozenset(kind.value for kind in SourceKind)
 
 
 async def audit_session_sample(
@@ -81,13 +79,12 @@ async def audit_record(db: AsyncSession, record: EvalSession) -> SampleAuditOut:
         adaptive = await _adaptive_check(db, record, check)
     comparison = check.comparison
     difference = None if comparison is None else comparison.first_difference
-    kind = check.rederived.kind
     return SampleAuditOut(
         session_id=record.id,
         sample_id=sample.id,
         mode=SessionMode(record.mode),
         state=SessionState(record.state),
-        kind=SourceKind(kind) if kind in SOURCE_KINDS else None,
+        kind=check.rederived.kind,
         drawn_at=sample.drawn_at,
         outcome=_outcome(check, delivered, adaptive),
         reason=check.rederived.reason,

@@ -14,13 +14,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank import bulk
 from bank.models import Sample, SampleItem
+from bank.sampling.source import SampleSource, parse_source
 from server.auth.permissions import Principal
 from server.sessions.models import EvalSession
 from server.sessions.service import get_session
@@ -36,7 +36,7 @@ class Reveal:
     revealed: bool
     seed: str | None = None
     salt: str | None = None
-    source: dict[str, Any] | None = None
+    source: SampleSource | None = None
     item_ids: list[uuid.UUID] | None = None
     """In drawn order (the committed one), whatever positions delivery gave them."""
 
@@ -64,7 +64,8 @@ async def of_sessions(
 
 async def reveal(db: AsyncSession, *, principal: Principal, session_id: uuid.UUID) -> Reveal:
     """Session ``session_id``'s commitment, opened if the session is scored or reviewed;
-    ``NotFound`` if ``principal`` may not read the session."""
+    ``NotFound`` if ``principal`` may not read the session. The recorded source is read
+    with ``parse_source`` (a ``SourceError`` if the record was damaged)."""
     record = await get_session(db, principal=principal, session_id=session_id)
     sample = await db.get(Sample, record.sample_id)
     if sample is None or sample.commitment is None:
@@ -81,6 +82,6 @@ async def reveal(db: AsyncSession, *, principal: Principal, session_id: uuid.UUI
         revealed=True,
         seed=sample.seed,
         salt=sample.salt,
-        source=sample.source,
+        source=None if sample.source is None else parse_source(sample.source),
         item_ids=list(item_ids),
     )

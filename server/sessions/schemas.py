@@ -7,9 +7,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bank.sampling.commitment import SourceKind
+from bank.sampling.source import SampleSource, SourceKind, source_json
 from clients.sdk.types import (
     AdaptiveBound,
     AdaptivePolicy,
@@ -185,6 +185,14 @@ class CommitmentOut(BaseModel):
     item_ids: list[uuid.UUID] | None = None
     """The sample's items in drawn order (delivery may have reordered an adaptive
     session's)."""
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source_as_committed(cls, value: object) -> object:
+        """A sample source (``server.sessions.commitment.Reveal``) as its committed JSON."""
+        if isinstance(value, SampleSource):
+            return source_json(value)
+        return value
 
 
 class ItemOut(BaseModel):

@@ -36,6 +36,7 @@ from bank.sampling.rederive import (
     status_at,
 )
 from bank.sampling.service import DrawnSample, draw_from, draw_sample, persist_sample
+from bank.sampling.source import SourceKind, source_json
 from tests.support.database import module_bank
 from tests.support.factories import make_bank, make_org
 
@@ -203,7 +204,7 @@ def test_status_then_comes_from_the_first_change_after() -> None:
 async def recorded(
     session: AsyncSession, org_id: uuid.UUID, drawn: DrawnSample, source: dict[str, object]
 ) -> Sample:
-    assert drawn.source == source  # every draw of the bank names its source
+    assert source_json(drawn.source) == source  # every draw of the bank names its source
     return await persist_sample(session, org_id=org_id, sample=drawn, drawn_at=utcnow())
 
 
@@ -255,3 +256,16 @@ async def test_anchor_and_item_set_samples_are_re_derived(session: AsyncSession)
     gone = await check_sample(session, from_set)
     assert gone.outcome is Outcome.NOT_REDERIVABLE
     assert gone.rederived.reason == "kind item_set: the item set no longer exists"
+    for damaged, kind, reason in [
+        ({"kind": "item_set", "item_set_id": "s1"}, SourceKind.ITEM_SET, "is not a UUID"),
+        ({"kind": "stratified", "disciplines": "law"}, SourceKind.STRATIFIED, "must be a list"),
+        ({"kind": "adaptive"}, None, "unknown kind 'adaptive'"),
+        (["anchor"], None, "must be a JSON object, not a list"),
+    ]:
+        from_set.source = damaged
+        unreadable = await check_sample(session, from_set)
+        assert unreadable.outcome is Outcome.NOT_REDERIVABLE
+        assert unreadable.rederived.kind == kind
+        assert unreadable.rederived.reason is not None
+        assert unreadable.rederived.reason.startswith("the recorded source is unreadable: ")
+        assert reason in unreadable.rederived.reason

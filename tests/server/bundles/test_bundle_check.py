@@ -189,6 +189,29 @@ def test_re_signed_forgeries_fail_their_consistency_checks() -> None:
     assert any("the header says 5 delivered" in p for p in problems(sign(short)))
 
 
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ({"kind": "anchor", "x": 1}, "line 14: source: kind anchor has no field 'x'"),
+        ({"kind": "adaptive"}, "line 14: source: unknown kind 'adaptive'"),
+        ({"kind": "stratified", "disciplines": [1]}, "line 14: source: disciplines[0] must be"),
+        ({"kind": "item_set", "item_set_id": "S1"}, "line 14: source: item_set_id 'S1' is not"),
+        (["stratified"], "line 14: source: must be an object, not a list"),
+    ],
+)
+def test_an_opening_must_name_a_sample_source(source: Any, problem: str) -> None:
+    """Even hashed consistently, a source no draw writes is refused, by name."""
+    forged = records()
+    opening = forged[-1]
+    opening["source"] = source
+    if isinstance(source, dict):
+        opening["commitment"] = commitment(
+            seed=opening["seed"], salt=opening["salt"], source=source, item_ids=opening["item_ids"]
+        )
+    found = problems(sign(forged))
+    assert any(p.startswith(problem) for p in found), found
+
+
 def test_a_bundle_cut_short_or_reordered_is_named() -> None:
     bundle = sign(records())
     lines = bundle.splitlines(keepends=True)

@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from bank.models import Item as BankItem
 from bank.models import Sample, SampleItem
-from bank.sampling.commitment import SourceKind, commitment
+from bank.sampling.commitment import commitment
+from bank.sampling.source import SourceKind
 from clients.sdk import (
     AsyncProctorClient,
     CommitmentReveal,
