@@ -15,13 +15,14 @@ asked for (Elo and Bradley-Terry need the items), the statistics need less than 
 
 This module asks PostgreSQL for one row per (session, discipline, score) with the count,
 the token sums and the answers' latencies, with each answer's score decided in SQL exactly
-as ``server.scoring.effective`` decides it for a single judge: the reviewers' mean rounded
-half to even when a person scored the answer, else the judge's score, else the answer
-waits for review and is left out. The result has the shape of the row-by-row reader's
-(``_Collected``), so everything downstream is unchanged. Exactness: session counts, token
-sums, latencies (``EXTRACT(EPOCH ...)`` and ``timedelta.total_seconds`` both round the
-exact microsecond count once) and discipline means are identical; a discipline's standard
-error is summed in another order, so it may differ in its last bit or so.
+as ``server.scoring.effective`` decides it for a single judge (``OneJudgeScore``: the
+reviewers' mean rounded half to even when a person scored the answer, else the judge's
+score, else the answer waits for review and is left out). The result has the shape of
+the row-by-row reader's (``_Collected``), so everything downstream is unchanged.
+Exactness: session counts, token sums, latencies (``EXTRACT(EPOCH ...)`` and
+``timedelta.total_seconds`` both round the exact microsecond count once) and discipline
+means are identical; a discipline's standard error is summed in another order, so it may
+differ in its last bit or so.
 """
 
 from __future__ import annotations
@@ -31,17 +32,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Double, and_, case, cast, func, select, text
+from sqlalchemy import Double, and_, cast, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
-from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.sqltypes import NullType
 
 from bank.models import Item
 from judge.ranking.scores import MAX_SCORE
-from server.review.raters import HUMAN_PREFIX, HUMAN_PROMPT_VERSION
 from server.scoring.assignment import JudgeAssignment
-from server.scoring.models import Verdict
+from server.scoring.effective import OneJudgeScore
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode
 from server.sessions.states import SCORED_STATE_VALUES
@@ -58,19 +56,6 @@ def can_aggregate(db: AsyncSession, judges: JudgeAssignment, *, items_needed: bo
         db.get_bind().dialect.name == "postgresql"
         and len(judges.every_judge) == 1
         and not items_needed
-    )
-
-
-def _half_even(total: ColumnElement[Any], n: ColumnElement[Any]) -> ColumnElement[Any]:
-    """``round(total / n)`` half to even, in integers (``round(statistics.fmean(...))``
-    of a few integer scores: the mean is never within a rounding error of a half unless
-    it is one)."""
-    q = total // n  # integer division: scores are not negative
-    twice_rest = 2 * (total - q * n)
-    return case(
-        (twice_rest > n, q + 1),
-        (twice_rest < n, q),
-        else_=q + q % 2,
     )
 
 
@@ -92,26 +77,8 @@ async def aggregate_fixed_scores(
         .where(EvalSession.state.in_(SCORED_STATE_VALUES), EvalSession.mode == mode.value)
         .subquery("s")
     )
-    human = (
-        select(
-            Verdict.session_id,
-            Verdict.position,
-            func.sum(Verdict.score).label("total"),
-            func.count(Verdict.score).label("n"),
-        )
-        .join(scored, scored.c.id == Verdict.session_id)
-        .where(
-            Verdict.judge.startswith(HUMAN_PREFIX, autoescape=True),
-            Verdict.prompt_version == HUMAN_PROMPT_VERSION,
-            Verdict.score.is_not(None),
-        )
-        .group_by(Verdict.session_id, Verdict.position)
-        .subquery("h")
-    )
-    judged = aliased(Verdict, name="j")
-    score = case((human.c.n > 0, _half_even(human.c.total, human.c.n)), else_=judged.score).label(
-        "score"
-    )
+    rule = OneJudgeScore(judge, prompt_version, scored)
+    score = rule.score.label("score")
     latency = func.greatest(
         0.0,
         cast(func.extract("epoch", Answer.submitted_at - Answer.delivered_at), Double()),
@@ -119,7 +86,7 @@ async def aggregate_fixed_scores(
     usage = and_(Answer.prompt_tokens.is_not(None), Answer.completion_tokens.is_not(None))
     # One big statement: compiling it to machine code costs more than it saves.
     await db.execute(text("SET LOCAL jit = off"))
-    rows = await db.execute(
+    statement = (
         select(
             scored.c.model_id,
             scored.c.id,
@@ -139,19 +106,9 @@ async def aggregate_fixed_scores(
         .select_from(Answer)
         .join(scored, scored.c.id == Answer.session_id)
         .join(Item, Item.id == Answer.item_id)
-        .outerjoin(
-            judged,
-            and_(
-                judged.session_id == Answer.session_id,
-                judged.position == Answer.position,
-                judged.judge == judge,
-                judged.prompt_version == prompt_version,
-            ),
-        )
-        .outerjoin(
-            human,
-            and_(human.c.session_id == Answer.session_id, human.c.position == Answer.position),
-        )
+    )
+    rows = await db.execute(
+        rule.join(statement)
         .where(score.is_not(None))
         .group_by(scored.c.created_at, scored.c.id, scored.c.model_id, Item.discipline, score)
         .order_by(scored.c.created_at, scored.c.id)

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from bank.models import Item
 from judge.panel import answer_verdict
@@ -34,6 +35,7 @@ from server.sessions.models import Answer, EvalSession
 __all__ = [
     "AnswerRatings",
     "CountedAnswer",
+    "OneJudgeScore",
     "counted_answers",
     "counting_verdicts",
     "group_ratings",
@@ -155,3 +157,71 @@ async def counted_answers(
             grouped[key] = (AnswerRatings(row.discipline), row)
         grouped[key][0].add(row.judge, row.score)
     return [CountedAnswer(ratings, ratings.score(judges), row) for ratings, row in grouped.values()]
+
+
+def _half_even(total: ColumnElement[Any], n: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``round(total / n)`` half to even, in integers (``round(statistics.fmean(...))``
+    of a few integer scores: the mean is never within a rounding error of a half unless
+    it is one)."""
+    q = total // n  # integer division: scores are not negative
+    twice_rest = 2 * (total - q * n)
+    return case(
+        (twice_rest > n, q + 1),
+        (twice_rest < n, q),
+        else_=q + q % 2,
+    )
+
+
+class OneJudgeScore:
+    """The score an answer counts with when one judge scores everything, decided by the
+    database exactly as ``AnswerRatings.score`` decides it for a single judge: the
+    reviewers' mean rounded half to even when a person scored the answer, else the
+    judge's score under ``prompt_version``, else NULL (it waits for review). A fast path
+    for readers of many answers (``server.leaderboard.aggregates``, the model-assisted
+    neighbours), tested equal to ``counted_answers``.
+
+    ``sessions`` is a subquery of the sessions read (an ``id`` column); a statement over
+    ``Answer`` joined to it reads ``score`` after ``join``."""
+
+    def __init__(self, judge: str, prompt_version: str, sessions: Subquery) -> None:
+        self._human = (
+            select(
+                Verdict.session_id,
+                Verdict.position,
+                func.sum(Verdict.score).label("total"),
+                func.count(Verdict.score).label("n"),
+            )
+            .join(sessions, sessions.c.id == Verdict.session_id)
+            .where(
+                Verdict.judge.startswith(HUMAN_PREFIX, autoescape=True),
+                Verdict.prompt_version == HUMAN_PROMPT_VERSION,
+                Verdict.score.is_not(None),
+            )
+            .group_by(Verdict.session_id, Verdict.position)
+            .subquery("h")
+        )
+        self._judged = aliased(Verdict, name="j")
+        self._judge = judge
+        self._prompt_version = prompt_version
+        self.score: ColumnElement[Any] = case(
+            (self._human.c.n > 0, _half_even(self._human.c.total, self._human.c.n)),
+            else_=self._judged.score,
+        )
+
+    def join(self, statement: Select[Any]) -> Select[Any]:
+        """``statement`` (over ``Answer``) with the verdicts ``score`` reads joined."""
+        return statement.outerjoin(
+            self._judged,
+            and_(
+                self._judged.session_id == Answer.session_id,
+                self._judged.position == Answer.position,
+                self._judged.judge == self._judge,
+                self._judged.prompt_version == self._prompt_version,
+            ),
+        ).outerjoin(
+            self._human,
+            and_(
+                self._human.c.session_id == Answer.session_id,
+                self._human.c.position == Answer.position,
+            ),
+        )

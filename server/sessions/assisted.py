@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bank.adaptive.assisted import AssistedState, Draw
@@ -34,8 +34,8 @@ from clients.sdk.types import SessionMode
 from judge.prompts import PROMPT_VERSION
 from judge.ranking.scores import MAX_SCORE
 from server.scoring.assignment import JudgeAssignment
-from server.scoring.effective import counted_answers
-from server.sessions.models import AdaptiveDraw, EvalSession
+from server.scoring.effective import OneJudgeScore, counted_answers
+from server.sessions.models import AdaptiveDraw, Answer, EvalSession
 from server.sessions.states import SessionState
 
 SCORED_STATES = (SessionState.SCORED.value, SessionState.REVIEWED.value)
@@ -119,26 +119,72 @@ async def neighbours(
 ) -> list[Neighbour]:
     """Every other model with a scored fixed session: the mean of its sessions' mean
     scores on [0, 1] (each answer with the score the leaderboard counts,
-    ``server.scoring.effective``) and sqrt(S (1 - S) / items) as its standard error."""
+    ``server.scoring.effective``) and sqrt(S (1 - S) / items) as its standard error.
+    With one judge the database averages (``OneJudgeScore``); else every counting
+    verdict is read."""
+    if len(judges.every_judge) == 1:
+        sessions = await _session_means_in_sql(db, record=record, judge=judges.default)
+    else:
+        sessions = await _session_means(db, record=record, judges=judges)
+    out = []
+    for by_session in sessions.values():
+        mean = fmean(total / n for total, n in by_session)
+        items = sum(n for _, n in by_session)
+        score = min(max(mean / MAX_SCORE, 0.0), 1.0)
+        out.append(Neighbour(score, math.sqrt(score * (1.0 - score) / max(items, 1))))
+    return out
+
+
+def _neighbour_sessions(record: EvalSession) -> list[ColumnElement[bool]]:
+    return [
+        EvalSession.model_id != record.model_id,
+        EvalSession.mode == NEIGHBOUR_MODE,
+        EvalSession.state.in_(SCORED_STATES),
+    ]
+
+
+async def _session_means(
+    db: AsyncSession, *, record: EvalSession, judges: JudgeAssignment
+) -> dict[uuid.UUID, list[tuple[float, int]]]:
+    """Model -> (total score, scored answers) of each of its neighbour sessions."""
     counted = await counted_answers(
         db,
         judges=judges,
         prompt_version=PROMPT_VERSION,
-        where=[
-            EvalSession.model_id != record.model_id,
-            EvalSession.mode == NEIGHBOUR_MODE,
-            EvalSession.state.in_(SCORED_STATES),
-        ],
+        where=_neighbour_sessions(record),
         columns=(EvalSession.model_id,),
     )
-    sessions: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = defaultdict(lambda: defaultdict(list))
+    totals: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = defaultdict(lambda: defaultdict(list))
     for answer in counted:
         if answer.score is not None:
-            sessions[answer.row.model_id][answer.row.session_id].append(answer.score)
-    out = []
-    for by_session in sessions.values():
-        mean = fmean(fmean(scores) for scores in by_session.values())
-        items = sum(len(scores) for scores in by_session.values())
-        score = min(max(mean / MAX_SCORE, 0.0), 1.0)
-        out.append(Neighbour(score, math.sqrt(score * (1.0 - score) / max(items, 1))))
+            totals[answer.row.model_id][answer.row.session_id].append(answer.score)
+    return {
+        model: [(sum(scores), len(scores)) for scores in by_session.values()]
+        for model, by_session in totals.items()
+    }
+
+
+async def _session_means_in_sql(
+    db: AsyncSession, *, record: EvalSession, judge: str
+) -> dict[uuid.UUID, list[tuple[float, int]]]:
+    """``_session_means`` for a one-judge board, summed by the database."""
+    sessions = (
+        select(EvalSession.id, EvalSession.model_id)
+        .where(*_neighbour_sessions(record))
+        .subquery("s")
+    )
+    rule = OneJudgeScore(judge, PROMPT_VERSION, sessions)
+    statement = (
+        select(sessions.c.model_id, func.sum(rule.score), func.count(rule.score))
+        .select_from(Answer)
+        .join(sessions, sessions.c.id == Answer.session_id)
+    )
+    rows = await db.execute(
+        rule.join(statement)
+        .where(rule.score.is_not(None))
+        .group_by(sessions.c.model_id, sessions.c.id)
+    )
+    out: dict[uuid.UUID, list[tuple[float, int]]] = defaultdict(list)
+    for model_id, total, n in rows.tuples():
+        out[model_id].append((float(total), int(n)))
     return out

@@ -19,7 +19,6 @@ from bank.models import Item, SampleItem
 from server.auth.permissions import Principal
 from server.errors import Conflict, Forbidden
 from server.observability import metrics
-from server.review.sampling import ReviewPolicy
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import finish_sessions
 from server.sessions import single_statement
@@ -79,7 +78,7 @@ async def next_item(
     if needed is not None and not principal.can(needed):
         raise Forbidden(spec.drive_refusal)
     if not await spec.goes_on(db, record=record, judges=judges):
-        await _stop_delivering(db, record=record, now=now, review=limits.review)
+        await _stop_delivering(db, record=record, now=now, limits=limits)
         if pending:
             item, _ = await _load_item(db, record=record, position=record.n_completed)
             return item
@@ -120,13 +119,13 @@ async def _deliver_in_one_statement(
 
 
 async def _stop_delivering(
-    db: AsyncSession, *, record: EvalSession, now: datetime, review: ReviewPolicy
+    db: AsyncSession, *, record: EvalSession, now: datetime, limits: SessionLimits
 ) -> None:
     """End delivery where it is (the mode's choice): the session keeps what was
     delivered, the undelivered rest of its sample goes back to the organisation, and a
     session whose delivered items are all answered is ``answered``, and handed to
-    scoring to finish (every answer may be scored already, in which case no worker will
-    come back to finish it)."""
+    scoring to finish in one call (every answer may be scored already, in which case no
+    worker will come back to finish it; scoring opens its review tasks)."""
     record.n_items = record.n_delivered
     await release_undelivered(db, org_id=record.org_id, session_id=record.id)
     if record.n_completed == record.n_items and record.state != SessionState.ANSWERED.value:
@@ -134,7 +133,7 @@ async def _stop_delivering(
         record.state = SessionState.ANSWERED.value
         record.ended_at = now
         await db.flush()
-        if await finish_sessions(db, session_ids={record.id}, now=now, review=review):
+        if await finish_sessions(db, session_ids={record.id}, now=now, review=limits.review):
             record.state = SessionState.SCORED.value
     await db.flush()
 

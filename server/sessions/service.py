@@ -26,6 +26,7 @@ from server.sessions.lease import get_session
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import SessionMode, mode_spec
+from server.sessions.modes.base import DrawRequest
 from server.sessions.options import AdaptiveRequest, SessionOptions
 from server.sessions.quotas import check_org_quotas
 from server.sessions.states import (
@@ -91,7 +92,7 @@ async def create_session(
     await check_org_quotas(db, org_id=org_id, limits=limits, now=now)
     # The sample's drawn_at: under the lock, after this transaction's own expiries gave
     # their families back, before the draw reads the bank and exposure state.
-    sample, drawn = await spec.draw(db, org_id=org_id, n=n, options=options, drawn_at=utcnow())
+    sample, drawn = await spec.draw(db, DrawRequest(org_id, n, options, drawn_at=utcnow()))
     if not drawn.items:
         raise Conflict(await spec.why_empty(db, options=options))
     record = EvalSession(

@@ -4,8 +4,6 @@ sessions for the generalisation gap, not ranked. Admins and evaluators only."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
 from typing import ClassVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -15,7 +13,7 @@ from bank.models import Sample
 from bank.sampling.service import DrawnSample, persist_sample
 from clients.sdk.types import SessionMode
 from server.auth.permissions import Permission
-from server.sessions.modes.base import BaseMode, Traits
+from server.sessions.modes.base import BaseMode, DrawRequest, Traits
 from server.sessions.options import SessionOptions
 
 
@@ -30,17 +28,12 @@ class AnchorMode(BaseMode):
     )
     refusal: ClassVar[str] = "only admins and evaluators may open anchor sessions"
 
-    async def draw(
-        self,
-        db: AsyncSession,
-        *,
-        org_id: uuid.UUID,
-        n: int,
-        options: SessionOptions,
-        drawn_at: datetime,
-    ) -> tuple[Sample, DrawnSample]:
-        drawn = await draw_anchor_sample(db, org_id=org_id, n=n)
-        return await persist_sample(db, org_id=org_id, sample=drawn, drawn_at=drawn_at), drawn
+    async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
+        drawn = await draw_anchor_sample(db, org_id=request.org_id, n=request.n)
+        sample = await persist_sample(
+            db, org_id=request.org_id, sample=drawn, drawn_at=request.drawn_at
+        )
+        return sample, drawn
 
     async def why_empty(self, db: AsyncSession, *, options: SessionOptions) -> str:
         return "the anchor set has no items left that this organisation has not seen"

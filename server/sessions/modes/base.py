@@ -28,7 +28,7 @@ from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
 from server.sessions.options import SessionOptions
 
-__all__ = ["BaseMode", "DeliveredItem", "ModeSpec", "Traits"]
+__all__ = ["BaseMode", "DeliveredItem", "DrawRequest", "ModeSpec", "Traits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,18 @@ class Traits:
 
 
 @dataclass(frozen=True, slots=True)
+class DrawRequest:
+    """What a session's sample is drawn for: up to ``n`` items for organisation
+    ``org_id``, whose sampling lock is held since ``drawn_at``, with the mode's
+    ``options``."""
+
+    org_id: uuid.UUID
+    n: int
+    options: SessionOptions
+    drawn_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveredItem:
     """What a client may see of an item: question content only."""
 
@@ -84,17 +96,8 @@ class ModeSpec(Protocol):
     def check_options(self, options: SessionOptions) -> None:
         """``InvalidInput`` for an option this mode does not read or one it misses."""
 
-    async def draw(
-        self,
-        db: AsyncSession,
-        *,
-        org_id: uuid.UUID,
-        n: int,
-        options: SessionOptions,
-        drawn_at: datetime,
-    ) -> tuple[Sample, DrawnSample]:
-        """Draw and record up to ``n`` items for ``org_id`` (its sampling lock held;
-        ``drawn_at`` the instant it was taken)."""
+    async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
+        """Draw and record the sample ``request`` asks for."""
 
     async def why_empty(self, db: AsyncSession, *, options: SessionOptions) -> str:
         """Why nothing was drawn, for the 409 the client gets."""
@@ -149,16 +152,8 @@ class BaseMode:
                 f"mode {SessionMode.ITEM_SET.value!r} and an item_set name go together"
             )
 
-    async def draw(
-        self,
-        db: AsyncSession,
-        *,
-        org_id: uuid.UUID,
-        n: int,
-        options: SessionOptions,
-        drawn_at: datetime,
-    ) -> tuple[Sample, DrawnSample]:
-        return await allocate_sample(db, org_id=org_id, n=n)
+    async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
+        return await allocate_sample(db, org_id=request.org_id, n=request.n)
 
     async def why_empty(self, db: AsyncSession, *, options: SessionOptions) -> str:
         return "the bank has no items left that this organisation has not seen"

@@ -11,8 +11,6 @@ request is refused before the name is looked up)."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
 from typing import ClassVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,7 +21,7 @@ from bank.sampling.service import DrawnSample, persist_sample
 from clients.sdk.types import SessionMode
 from server.auth.permissions import Permission
 from server.errors import InvalidInput, NotFound
-from server.sessions.modes.base import BaseMode, Traits
+from server.sessions.modes.base import BaseMode, DrawRequest, Traits
 from server.sessions.options import SessionOptions
 
 
@@ -43,21 +41,16 @@ class ItemSetMode(BaseMode):
             raise InvalidInput(f"mode {self.mode!r} and an item_set name go together")
         super().check_options(SessionOptions(adaptive=options.adaptive))
 
-    async def draw(
-        self,
-        db: AsyncSession,
-        *,
-        org_id: uuid.UUID,
-        n: int,
-        options: SessionOptions,
-        drawn_at: datetime,
-    ) -> tuple[Sample, DrawnSample]:
-        name = options.item_set or ""
+    async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
+        name = request.options.item_set or ""
         record = await get_item_set(db, name)
         if record is None:
             raise NotFound(f"no item set is named {name!r}")
-        drawn = await draw_item_set_sample(db, org_id=org_id, set_id=record.id, n=n)
-        return await persist_sample(db, org_id=org_id, sample=drawn, drawn_at=drawn_at), drawn
+        drawn = await draw_item_set_sample(db, org_id=request.org_id, set_id=record.id, n=request.n)
+        sample = await persist_sample(
+            db, org_id=request.org_id, sample=drawn, drawn_at=request.drawn_at
+        )
+        return sample, drawn
 
     async def why_empty(self, db: AsyncSession, *, options: SessionOptions) -> str:
         return (

@@ -19,6 +19,7 @@ from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import counted_answers
 from server.scoring.models import Verdict
 from server.scoring.service import progress
+from server.sessions import assisted
 from server.sessions.adaptive import scores_of
 from server.sessions.models import EvalSession
 from tests.support.api import seed_world
@@ -100,3 +101,20 @@ async def test_the_leaderboards_session_score_is_the_adaptive_sessions_own_readi
     mean = sum(own[session_id].values()) / len(own[session_id]) * 100
     assert score.n_scored == len(own[session_id])
     assert abs(score.score - mean) < 1e-9
+
+
+async def test_the_neighbours_sql_fast_path_counts_as_the_builder(fresh_db_url: str) -> None:
+    """The model-assisted neighbours of a one-judge board are summed by the database
+    (``OneJudgeScore``); the sums equal those of ``counted_answers`` on the same
+    answers, reviewers first and other judges and prompts left out."""
+    session_id = await _seed(fresh_db_url)
+    async with database_session(fresh_db_url) as db:
+        stranger = EvalSession(model_id=uuid.uuid4())
+        in_sql = await assisted._session_means_in_sql(db, record=stranger, judge=JUDGE)
+        in_python = await assisted._session_means(db, record=stranger, judges=BOARD)
+        record = await db.get(EvalSession, session_id)
+        assert record is not None
+        near = await assisted.neighbours(db, record=stranger, judges=BOARD)
+    assert in_sql == in_python == {record.model_id: [(8.0, 4)]}
+    (neighbour,) = near
+    assert abs(neighbour.score - 8 / 4 / MAX_SCORE) < 1e-12
