@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from bank.formats.safe_json import JsonProblem, decode_utf8, parse_json
+from bank.formats.safe_json import JsonProblem, decode_utf8, json_type, parse_json
 from bank.records import RawRecord, RecordError, SourceLocation
 
 
@@ -42,19 +42,8 @@ def read_jsonl(path: Path) -> Iterator[RawRecord]:
                 raise RecordError(location, "json", problem.describe()) from None
             if not isinstance(value, dict):
                 raise RecordError(
-                    location, "json", f"expected a JSON object, got {_json_type(value)}"
+                    location, "json", f"expected a JSON object, got {json_type(value)}"
                 )
             yield RawRecord(location, value)
 
 
-def _json_type(value: object) -> str:
-    """Name a decoded JSON value the way JSON does (array, string, number...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 MAX_DEPTH = 64
@@ -201,3 +202,21 @@ __all__ = [
     "decode_utf8",
     "parse_json",
 ]
+
+
+def json_type(value: object) -> str:
+    """What kind of JSON value a decoded ``value`` is, for messages ("a string", "an
+    object", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, TypeAlias, assert_never
 
+from bank.formats.safe_json import json_type
+
 SHOWN = 40
 """How many characters of a refused kind, field name or id a message quotes (its repr: at
 most twice as many)."""
@@ -104,7 +106,7 @@ def parse_source(data: object) -> SampleSource:
     one, a field missing or not of the kind, disciplines that are not a list of strings,
     an item set id that is not a UUID in canonical form (lowercase, hyphenated)."""
     if not isinstance(data, Mapping):
-        raise SourceError(f"must be a JSON object, not {_what(data)}")
+        raise SourceError(f"must be a JSON object, not {json_type(data)}")
     kind = _kind(data)
     expected = _FIELDS[kind]
     extra = sorted(_shown(key) for key in data if key != "kind" and key not in expected)
@@ -127,7 +129,7 @@ def _kind(data: Mapping[Any, Any]) -> SourceKind:
         raise SourceError("has no kind")
     kind = data["kind"]
     if not isinstance(kind, str):
-        raise SourceError(f"kind must be a string, not {_what(kind)}")
+        raise SourceError(f"kind must be a string, not {json_type(kind)}")
     if kind not in _KINDS:
         raise SourceError(f"unknown kind {_shown(kind)} (known: {', '.join(_KINDS)})")
     return _KINDS[kind]
@@ -136,17 +138,19 @@ def _kind(data: Mapping[Any, Any]) -> SourceKind:
 def _disciplines(value: object) -> tuple[str, ...]:
     kind = SourceKind.STRATIFIED
     if not isinstance(value, list):
-        raise SourceError(f"disciplines must be a list of strings, not {_what(value)}", kind)
+        raise SourceError(f"disciplines must be a list of strings, not {json_type(value)}", kind)
     for index, element in enumerate(value):
         if not isinstance(element, str):
-            raise SourceError(f"disciplines[{index}] must be a string, not {_what(element)}", kind)
+            raise SourceError(
+                f"disciplines[{index}] must be a string, not {json_type(element)}", kind
+            )
     return tuple(value)
 
 
 def _item_set_id(value: object) -> uuid.UUID:
     kind = SourceKind.ITEM_SET
     if not isinstance(value, str):
-        raise SourceError(f"item_set_id must be a UUID string, not {_what(value)}", kind)
+        raise SourceError(f"item_set_id must be a UUID string, not {json_type(value)}", kind)
     try:
         parsed = uuid.UUID(value)
     except ValueError:
@@ -169,18 +173,3 @@ def _shown(value: object) -> str:
     return text
 
 
-def _what(value: object) -> str:
-    """What JSON type ``value`` is, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__

@@ -171,7 +171,7 @@ def test_the_reader_takes_exactly_what_the_writer_writes(value: Any) -> None:
 ID = "00000000-0000-0000-0000-000000000005"
 REFUSED: dict[str, tuple[object, str, SourceKind | None]] = {
     "null": (None, "must be a JSON object, not null", None),
-    "a list": ([{"kind": "anchor"}], "must be a JSON object, not a list", None),
+    "a list": ([{"kind": "anchor"}], "must be a JSON object, not an array", None),
     "a string": ("anchor", "must be a JSON object, not a string", None),
     "no kind": ({}, "has no kind", None),
     "kind not a string": ({"kind": 1}, "kind must be a string, not a number", None),
