@@ -55,6 +55,7 @@ from server.review.schemas import (
     ReviewTaskSummary,
 )
 from server.review.states import ReviewReason, ReviewTaskState
+from server.scoring.effective import verdict_rows
 from server.scoring.models import Verdict
 from server.sessions.models import Answer, EvalSession
 from server.sessions.modes import modes_where
@@ -162,21 +163,7 @@ async def _session_verdicts(
     """The judges' verdicts (current prompt version) of the sessions' answers, by answer,
     in (session, position, judge) order; replay sessions left out."""
     rows = await db.execute(
-        select(
-            Verdict.session_id,
-            Verdict.position,
-            Item.discipline,
-            Verdict.judge,
-            Verdict.score,
-            Verdict.method,
-            Verdict.needs_review,
-        )
-        .join(
-            Answer,
-            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
-        )
-        .join(Item, Item.id == Answer.item_id)
-        .join(EvalSession, EvalSession.id == Verdict.session_id)
+        verdict_rows(Verdict.judge, Verdict.score, Verdict.method, Verdict.needs_review)
         .where(
             Verdict.session_id.in_(session_ids),
             EvalSession.mode.in_(modes_where(lambda traits: traits.scored)),

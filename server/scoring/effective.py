@@ -39,6 +39,7 @@ __all__ = [
     "counted_answers",
     "counting_verdicts",
     "group_ratings",
+    "verdict_rows",
 ]
 
 
@@ -108,6 +109,21 @@ def group_ratings(
     return grouped
 
 
+def verdict_rows(*columns: Any) -> Select[Any]:
+    """Verdicts with their answer, item and session joined: ``session_id``,
+    ``position``, the item's ``discipline``, then ``columns`` (of ``Verdict``, ``Answer``,
+    ``Item`` or ``EvalSession``)."""
+    return (
+        select(Verdict.session_id, Verdict.position, Item.discipline, *columns)
+        .join(
+            Answer,
+            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
+        )
+        .join(Item, Item.id == Answer.item_id)
+        .join(EvalSession, EvalSession.id == Verdict.session_id)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CountedAnswer:
     """One answer with every counting verdict of it and the score it counts with (None:
@@ -133,20 +149,7 @@ async def counted_answers(
     Each row has ``session_id``, ``position``, ``discipline``, ``judge``, ``score`` and
     ``columns``."""
     rows = await db.execute(
-        select(
-            Verdict.session_id,
-            Verdict.position,
-            Item.discipline,
-            Verdict.judge,
-            Verdict.score,
-            *columns,
-        )
-        .join(
-            Answer,
-            and_(Answer.session_id == Verdict.session_id, Answer.position == Verdict.position),
-        )
-        .join(Item, Item.id == Answer.item_id)
-        .join(EvalSession, EvalSession.id == Verdict.session_id)
+        verdict_rows(Verdict.judge, Verdict.score, *columns)
         .where(counting_verdicts(judges, prompt_version), *where)
         .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
     )
