@@ -1,7 +1,7 @@
 """The leaderboard: every model's scores, intervals, tie group, disciplines, latency and cost.
 
 Pure assembly of the statistics in this package from the scored sessions of every model
-(the server reads them, :mod:`server.leaderboard.service`). One bootstrap
+(the server reads them, :mod:`server.leaderboard.inputs`). One bootstrap
 (:func:`~judge.ranking.stability.hierarchical_bootstrap`) feeds the absolute and relative
 intervals and the tie groups, so a row's interval, its group and its rank range agree.
 

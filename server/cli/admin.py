@@ -120,7 +120,7 @@ def set_anchor_command(
     R = S / S_anchor x 100: every R is recomputed against it; earlier designations stay in
     the history."""
     from server.cli.unit_of_work import run_in_unit_of_work
-    from server.leaderboard import service as leaderboard
+    from server.leaderboard import anchors
 
     if (model_id is None) == (not top):
         raise typer.BadParameter("give a model id or --top, not both and not neither")
@@ -132,9 +132,7 @@ def set_anchor_command(
             raise typer.BadParameter(f"{model_id!r} is not a model id (a UUID)") from None
 
     async def work(db: AsyncSession) -> str:
-        anchor = await leaderboard.set_anchor(
-            db, model_id=target, set_by="cli", now=datetime.now(UTC)
-        )
+        anchor = await anchors.set_anchor(db, model_id=target, set_by="cli", now=datetime.now(UTC))
         return str(anchor.model_id) if anchor.model_id else "top model"
 
     typer.echo(f"anchor: {run_in_unit_of_work(work)}")

@@ -1,6 +1,6 @@
 """The fixed sessions' input to the leaderboard, aggregated by PostgreSQL.
 
-``server.leaderboard.service._scores_by_model`` reads every counting verdict and decides
+``server.leaderboard.inputs.scores_by_model`` reads every counting verdict and decides
 each answer's score in Python: a million verdicts cost seconds of row handling. When one
 judge scores everything (the assignment has a single judge) and no per-item figure is
 asked for (Elo and Bradley-Terry need the items), the statistics need less than the rows:
@@ -18,7 +18,8 @@ the token sums and the answers' latencies, with each answer's score decided in S
 as ``server.scoring.effective`` decides it for a single judge (``OneJudgeScore``: the
 reviewers' mean rounded half to even when a person scored the answer, else the judge's
 score, else the answer waits for review and is left out). The result has the shape of
-the row-by-row reader's (``_Collected``), so everything downstream is unchanged.
+the row-by-row reader's (``server.leaderboard.inputs.Collected``), so everything
+downstream is unchanged.
 Exactness: session counts, token sums, latencies (``EXTRACT(EPOCH ...)`` and
 ``timedelta.total_seconds`` both round the exact microsecond count once) and discipline
 means are identical; a discipline's standard error is summed in another order, so it may
@@ -68,7 +69,7 @@ async def aggregate_fixed_scores(
     make: Callable[[], Any],
 ) -> dict[uuid.UUID, Any]:
     """Per model (in the order of its first scored session, oldest first) a ``make()``
-    record (``_Collected``) filled from the aggregates: ``sessions`` (session id -> its
+    record (``Collected``) filled from the aggregates: ``sessions`` (session id -> its
     item scores, sorted), ``disciplines``, ``latencies_s`` and the token sums. ``items``,
     ``positions`` and ``panel`` stay empty (see ``can_aggregate``)."""
     (judge,) = judges.every_judge

@@ -15,7 +15,7 @@ from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardRead
 from server.api.openapi import answers
 from server.auth.permissions import Permission
 from server.errors import NotFound
-from server.leaderboard import service
+from server.leaderboard import anchors, cache
 from server.leaderboard.schemas import (
     AnchorIn,
     AnchorOut,
@@ -65,7 +65,7 @@ async def read_leaderboard(
     visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     judges = JudgeAssignment.single(judge) if judge else runtime.judging
-    data = await service.fresh_leaderboard(
+    data = await cache.fresh_leaderboard(
         db,
         settings=settings,
         judges=judges,
@@ -84,7 +84,7 @@ async def read_leaderboard(
 async def read_anchor_history(db: DbSession, _: LeaderboardReader) -> list[AnchorOut]:
     """Every anchor designation, newest (current) first; empty: the top model anchors."""
     return [
-        AnchorOut.model_validate(a, from_attributes=True) for a in await service.anchor_history(db)
+        AnchorOut.model_validate(a, from_attributes=True) for a in await anchors.anchor_history(db)
     ]
 
 
@@ -99,7 +99,7 @@ async def designate_anchor(
 ) -> AnchorOut:
     """Make ``model_id`` the anchor of relative scores (null: the top model). Every R is
     recomputed against it from then on; earlier designations stay in the history."""
-    anchor = await service.set_anchor(
+    anchor = await anchors.set_anchor(
         db, model_id=body.model_id, set_by=principal.subject, now=datetime.now(UTC)
     )
     return AnchorOut.model_validate(anchor, from_attributes=True)

@@ -43,7 +43,7 @@ class LeaderboardChange(Base):
     session is inserted or deleted), a review task is opened, closed or removed, an anchor
     is designated, a model or organisation is added, changed or removed, or an item's
     discipline changes. The sum over the rows is the leaderboard's data version
-    (``server.leaderboard.service.data_version``): one read of ``CHANGE_SLOTS`` rows,
+    (``server.leaderboard.cache.data_version``): one read of ``CHANGE_SLOTS`` rows,
     whatever the number of verdicts, and every process on the database sees it. Each
     writing connection bumps the row ``pg_backend_pid() % CHANGE_SLOTS``, so concurrent
     scoring transactions rarely wait for one another's row lock.

@@ -28,7 +28,7 @@ from server.console.nav import NavEntry
 from server.console.pagination import Pager
 from server.console.plots import Interval, interval_chart
 from server.console.templating import render
-from server.leaderboard.service import cached_on_data
+from server.leaderboard.cache import cached_on_data
 from server.review.service import agreement
 from server.scoring.panel_agreement import panel_agreement
 from server.scoring.schemas import PanelAgreementOut

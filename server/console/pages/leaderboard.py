@@ -32,7 +32,7 @@ from server.console.nav import NavEntry
 from server.console.templating import render
 from server.csv_export import csv_text
 from server.errors import InvalidInput, NotFound
-from server.leaderboard import service
+from server.leaderboard import anchors, cache
 from server.leaderboard.models import RankingAnchor
 from server.leaderboard.schemas import (
     CSV_COLUMNS,
@@ -100,7 +100,7 @@ async def board_for(
     it; with Elo and Bradley-Terry if asked for (and visible). After a change of the data
     the board computed before it comes back at once (``data.stale``) while a new one is
     computed in the background, unless ``wait`` (then the new one is computed now)."""
-    data = await service.cached_leaderboard(
+    data = await cache.cached_leaderboard(
         db,
         settings=runtime.settings,
         judges=runtime.judging,
@@ -232,7 +232,7 @@ async def render_board(
     baselines = request.query_params.get("baselines") == "1"
     data, board = await board_for(db, runtime, visibility, baselines=baselines)
     disciplines = list(data.board.disciplines) if visibility.shows("disciplines") else []
-    history = await service.anchor_history(db)
+    history = await anchors.anchor_history(db)
     return render(
         request,
         "leaderboard.html",
@@ -284,7 +284,7 @@ async def designate_anchor(
     raw = str(form.get("model") or "").strip()
     try:
         model_id = None if raw == TOP else _model_id(raw)
-        await service.set_anchor(
+        await anchors.set_anchor(
             db, model_id=model_id, set_by=user.principal.subject, now=datetime.now(UTC)
         )
     except (InvalidInput, NotFound) as refused:

@@ -28,8 +28,9 @@ from server.console.nav import NavEntry
 from server.console.pages.leaderboard import board_for, visibility_of
 from server.console.pagination import Pager
 from server.console.templating import render
+from server.leaderboard.cache import cached_session_scores
 from server.leaderboard.schemas import ContaminationOut, LeaderboardOut, ReplayOut, RowOut
-from server.leaderboard.service import SessionScore, cached_session_scores
+from server.leaderboard.service import SessionScore
 from server.orgs.service import list_orgs
 from server.registry.models import RegisteredModel
 from server.registry.service import (

@@ -23,7 +23,7 @@ from sqlalchemy import insert, select, update
 from bank.models import Item
 from judge.prompts import PROMPT_VERSION
 from server.database import create_engine, read_only_snapshot, unit_of_work
-from server.leaderboard import aggregates, service
+from server.leaderboard import aggregates, cache, inputs, service
 from server.leaderboard.models import RankingAnchor
 from server.review.models import ReviewTask
 from server.review.raters import HUMAN_PROMPT_VERSION, human_rater
@@ -117,13 +117,13 @@ async def test_concurrent_requests_after_a_change_share_one_build(
 
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
-    real = service.configured_leaderboard
+    real = cache.configured_leaderboard
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(service, "configured_leaderboard", counted)
+    monkeypatch.setattr(cache, "configured_leaderboard", counted)
     return calls
 
 
@@ -210,7 +210,7 @@ async def test_a_board_computed_on_older_data_never_replaces_a_newer_one(board: 
     engine = create_engine(board.db_url)
 
     async def cached(db: Any, *, wait: bool = False) -> service.LeaderboardData:
-        return await service.cached_leaderboard(
+        return await cache.cached_leaderboard(
             db,
             settings=settings,
             judges=judges,
@@ -220,7 +220,7 @@ async def test_a_board_computed_on_older_data_never_replaces_a_newer_one(board: 
 
     try:
         async with read_only_snapshot(engine) as late:  # reads the data before the anchor
-            await service.data_version(late)
+            await cache.data_version(late)
             await write(board.db_url, RankingAnchor(model_id=weak, set_by="test"))
             async with unit_of_work(engine) as db:
                 assert (await cached(db, wait=True)).board.anchor == str(weak)
@@ -271,7 +271,7 @@ async def test_the_change_counter_moves_with_the_boards_inputs_only(board: Board
 
     async def version() -> Any:
         async with unit_of_work(engine) as db:
-            return await service.data_version(db)
+            return await cache.data_version(db)
 
     async def changed(statement: Any) -> bool:
         before = await version()
@@ -361,9 +361,9 @@ async def test_aggregated_fixed_scores_give_the_row_by_row_board(
         return await real(*args, **kwargs)
 
     async def board_with(aggregated: bool) -> service.LeaderboardData:
-        monkeypatch.setattr(service, "aggregate_fixed_scores", spied)
+        monkeypatch.setattr(inputs, "aggregate_fixed_scores", spied)
         if not aggregated:
-            monkeypatch.setattr(service, "can_aggregate", lambda *a, **k: False)
+            monkeypatch.setattr(inputs, "can_aggregate", lambda *a, **k: False)
         async with unit_of_work(engine) as db:
             return await service.leaderboard(
                 db,
