@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 from judge.panel import PanelRule
+from server.leaderboard.fields import DEFAULT_PUBLIC_FIELDS, LeaderboardField
 from server.observability.log_format import LogFormat, LogLevel
 
 ENV_PREFIX = "PROCTOR_"
@@ -78,47 +79,6 @@ class JudgeEndpoint(BaseModel):
     """Most tokens one reply may have (sent as ``max_tokens``): a judge that rambles stops
     there instead of generating until its context is full. The rubric's verdict and
     reason take a few hundred; a reasoning judge needs more."""
-
-
-LeaderboardField = Literal[
-    "position",
-    "group",
-    "rank_range",
-    "beats_next",
-    "name",
-    "family",
-    "organisation",
-    "absolute",
-    "relative",
-    "sessions",
-    "adaptive_sessions",
-    "disciplines",
-    "latency",
-    "cost",
-    "contamination",
-    "under_review",
-    "baselines",
-    "diagnostics",
-]
-"""Row fields, then board-level parts: ``disciplines`` also opens ``?view=disciplines``;
-``baselines`` and ``diagnostics`` open the options of the same names."""
-LEADERBOARD_FIELDS: tuple[str, ...] = get_args(LeaderboardField)
-STAFF_ONLY_FIELDS: frozenset[LeaderboardField] = frozenset(
-    {
-        "organisation",
-        "latency",
-        "cost",
-        "contamination",
-        "under_review",
-        "baselines",
-        "diagnostics",
-    }
-)
-"""Fields vendors do not see unless the operator lists them in
-``PROCTOR_LEADERBOARD_PUBLIC_FIELDS``."""
-DEFAULT_PUBLIC_FIELDS: tuple[LeaderboardField, ...] = tuple(
-    field for field in get_args(LeaderboardField) if field not in STAFF_ONLY_FIELDS
-)
 
 
 class Settings(BaseSettings):

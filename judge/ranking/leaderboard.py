@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -102,8 +101,6 @@ class ModelRecord:
         ... and how many answers that is.
     usd_per_mtok_in, usd_per_mtok_out : float or None
         The model's prices per million tokens, if known.
-    extra : mapping
-        Descriptive fields carried to the row unchanged (organisation, family, ...).
     estimated_sessions : sequence of EstimatedSession
         Sessions known by an unbiased estimate of their score (adaptive sessions), with
         their per-discipline estimates; they count as sessions beside ``sessions``. A
@@ -122,7 +119,6 @@ class ModelRecord:
     n_with_usage: int = 0
     usd_per_mtok_in: float | None = None
     usd_per_mtok_out: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
     estimated_sessions: Sequence[EstimatedSession] = ()
 
 
@@ -169,7 +165,6 @@ class LeaderboardRow:
     """None only when no model can anchor (see :func:`build_leaderboard`)."""
     disciplines: dict[str, DisciplineScore]
     usage: Usage
-    extra: Mapping[str, Any]
     estimated_sessions: int = 0
     """How many of the model's sessions are estimated ones (``absolute.session_values``
     lists them after the fixed sessions)."""
@@ -291,7 +286,6 @@ def build_leaderboard(
                 by_key[entry.model].disciplines, by_key[entry.model].estimated_sessions
             ),
             usage=_usage(by_key[entry.model]),
-            extra=by_key[entry.model].extra,
             estimated_sessions=len(by_key[entry.model].estimated_sessions),
         )
         for i, entry in enumerate(ranking.entries)

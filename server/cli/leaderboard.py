@@ -67,9 +67,7 @@ def leaderboard_command(
     checks. Reads the database directly (run it where the server's PROCTOR_ settings
     are)."""
     from bank.formats.input_problems import InputError
-    from judge.prompts import PROMPT_VERSION
     from judge.ranking.static_compare import compare_rankings, read_leaderboard_csv
-    from server.calibration.gate import calibration_of
     from server.cli.unit_of_work import run_in_unit_of_work
     from server.config import get_settings
     from server.leaderboard import service
@@ -86,15 +84,8 @@ def leaderboard_command(
 
     async def work(db: AsyncSession) -> LeaderboardData:
         judges = JudgeAssignment.single(judge) if judge else await assign_judges(db, settings)
-        return await service.leaderboard(
-            db,
-            judges=judges,
-            calibration=await calibration_of(db, settings, judges.default),
-            prompt_version=PROMPT_VERSION,
-            n_resamples=settings.leaderboard_resamples,
-            threshold=settings.leaderboard_tie_threshold,
-            gap_threshold=settings.contamination_gap_threshold,
-            baselines=baselines,
+        return await service.configured_leaderboard(
+            db, settings=settings, judges=judges, baselines=baselines
         )
 
     data = run_in_unit_of_work(work)
@@ -149,7 +140,8 @@ def _with_diagnostics(data: LeaderboardData, path: Path | None) -> LeaderboardDa
 
 def _write_csv(path: Path, data: LeaderboardData) -> None:
     from server.csv_export import write_rows
-    from server.leaderboard.schemas import CSV_COLUMNS, csv_rows
+    from server.leaderboard.fields import CSV_COLUMNS
+    from server.leaderboard.schemas import csv_rows
 
     with path.open("w", newline="", encoding="utf-8") as handle:
         write_rows(handle, [*CSV_COLUMNS, *data.board.disciplines], csv_rows(data))

@@ -13,16 +13,14 @@ from fastapi import APIRouter, Query
 
 from server.api.dependencies import AnchorDesignator, DbSession, LeaderboardReader, RuntimeDep
 from server.api.openapi import answers
-from server.auth.permissions import Permission
 from server.errors import NotFound
 from server.leaderboard import anchors, cache
+from server.leaderboard.fields import LeaderboardView, Visibility
 from server.leaderboard.schemas import (
     AnchorIn,
     AnchorOut,
     DisciplinesOut,
     LeaderboardOut,
-    LeaderboardView,
-    Visibility,
     disciplines_out,
     leaderboard_out,
 )
@@ -61,8 +59,7 @@ async def read_leaderboard(
     rank ranges (groups are models the data cannot order); or the per-discipline view.
     Vendors see the public fields only; a view or option outside them is 403."""
     settings = runtime.settings
-    full = principal.can(Permission.LEADERBOARD_FULL)
-    visibility = Visibility(None if full else frozenset(settings.leaderboard_public_fields))
+    visibility = Visibility.of(principal, settings.leaderboard_public_fields)
     visibility.refuse_hidden(view=view, baselines=baselines, diagnostics=diagnostics)
     judges = JudgeAssignment.single(judge) if judge else runtime.judging
     data = await cache.fresh_leaderboard(

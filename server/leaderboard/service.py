@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -45,6 +46,7 @@ from judge.ranking.scores import MAX_SCORE
 from server.calibration.gate import JudgeCalibrationView, calibration_of
 from server.config import Settings
 from server.leaderboard.anchors import current_anchor
+from server.leaderboard.fields import ModelInfo
 from server.leaderboard.inputs import (
     Collected,
     adaptive_estimates,
@@ -85,7 +87,12 @@ class Baselines:
 
 @dataclass(frozen=True, slots=True)
 class LeaderboardData:
+    """The board with what its rows show beside the statistics, and what it was computed
+    with."""
+
     board: Leaderboard
+    models: Mapping[str, ModelInfo]
+    """Per row key (the model's id), the model's registry facts."""
     contamination: Contamination
     judges: JudgeAssignment
     prompt_version: str
@@ -153,17 +160,17 @@ async def leaderboard(
     current = await current_anchor(db)
     anchor_key = str(current.model_id) if current is not None and current.model_id else None
     under_review = await sessions_under_review(db)
+    ranked = [*fixed, *(m for m in estimated if m not in fixed)]
     records = [
         _record(
             model_id,
-            models[model_id],
+            models[model_id][0],
             names[model_id],
             fixed.get(model_id, Collected()),
-            under_review.get(model_id, 0),
             estimated=estimated.get(model_id, []),
             adaptive=adaptive.get(model_id),
         )
-        for model_id in [*fixed, *(m for m in estimated if m not in fixed)]
+        for model_id in ranked
     ]
     board = build_leaderboard(
         records,
@@ -177,9 +184,19 @@ async def leaderboard(
         replay={str(m): replay_rate(_near_exact(data)) for m, data in replay.items()},
         gap=_gap(board, anchor_set, gap_threshold),
     )
-    extra = _baselines(fixed) if baselines else None
-    found = board_diagnostics(board) if diagnostics else None
-    return LeaderboardData(board, contamination, judges, prompt_version, extra, found, calibration)
+    return LeaderboardData(
+        board=board,
+        models={
+            str(model_id): _model_info(models[model_id], under_review.get(model_id, 0))
+            for model_id in ranked
+        },
+        contamination=contamination,
+        judges=judges,
+        prompt_version=prompt_version,
+        baselines=_baselines(fixed) if baselines else None,
+        diagnostics=board_diagnostics(board) if diagnostics else None,
+        calibration=calibration,
+    )
 
 
 def _judge_panels(
@@ -218,17 +235,15 @@ def _baselines(fixed: dict[uuid.UUID, Collected]) -> Baselines:
 
 def _record(
     model_id: uuid.UUID,
-    info: tuple[RegisteredModel, str],
+    model: RegisteredModel,
     name: str,
     data: Collected,
-    under_review: int,
     *,
     estimated: list[EstimatedSession],
     adaptive: Collected | None,
 ) -> ModelRecord:
     """The model's record: fixed sessions by their items, adaptive ones by ``estimated``;
     ``adaptive`` (the adaptive sessions' answers) adds to latency and usage only."""
-    model, org = info
     usage = [data] if adaptive is None else [data, adaptive]
     return ModelRecord(
         key=str(model_id),
@@ -243,15 +258,12 @@ def _record(
         usd_per_mtok_in=model.usd_per_mtok_in,
         usd_per_mtok_out=model.usd_per_mtok_out,
         estimated_sessions=estimated,
-        extra={
-            "model_id": str(model_id),
-            "model": model.name,
-            "api_snapshot": model.api_snapshot,
-            "family": model.family,
-            "organisation": org,
-            "sessions_under_review": under_review,
-        },
     )
+
+
+def _model_info(info: tuple[RegisteredModel, str], under_review: int) -> ModelInfo:
+    model, org = info
+    return ModelInfo(family=model.family, organisation=org, sessions_under_review=under_review)
 
 
 def _near_exact(data: Collected) -> list[bool]:

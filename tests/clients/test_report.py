@@ -27,6 +27,7 @@ from clients.report import render_report, write_report
 from judge.contamination.generalisation_gap import ScoreEstimate, generalisation_gap
 from judge.contamination.replay import replay_rate
 from judge.ranking.leaderboard import ModelRecord, board_diagnostics, build_leaderboard
+from server.leaderboard.fields import ModelInfo
 from server.leaderboard.schemas import leaderboard_json
 from server.leaderboard.service import Contamination, LeaderboardData
 from server.scoring.assignment import JudgeAssignment
@@ -615,7 +616,6 @@ def real_data() -> LeaderboardData:
                 n_with_usage=100,
                 usd_per_mtok_in=1.0 if name != "Weak" else None,
                 usd_per_mtok_out=3.0 if name != "Weak" else None,
-                extra={"model_id": f"id-{i}", "organisation": f"Org {i}", "family": name},
             )
         )
     board = build_leaderboard(records, anchor="id-1", n_resamples=300, seed=3)
@@ -623,6 +623,10 @@ def real_data() -> LeaderboardData:
     private = {k: ScoreEstimate(v.mean - 4.0, v.standard_error) for k, v in public.items()}
     return LeaderboardData(
         board=board,
+        models={
+            f"id-{i}": ModelInfo(family=name, organisation=f"Org {i}")
+            for i, name in enumerate(profiles)
+        },
         contamination=Contamination(
             replay={"id-0": replay_rate(near_exact=3, n=40)},
             gap=generalisation_gap(public, private),

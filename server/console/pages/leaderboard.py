@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from server.api.dependencies import DbSession, RuntimeDep
 from server.api.runtime import Runtime
 from server.auth.console_logins import ConsoleUser
-from server.auth.permissions import Permission, Principal
+from server.auth.permissions import Permission
 from server.config import Settings
 from server.console import plots
 from server.console.dependencies import CheckedForm, page
@@ -33,16 +33,9 @@ from server.console.templating import render
 from server.csv_export import csv_text
 from server.errors import InvalidInput, NotFound
 from server.leaderboard import anchors, cache
+from server.leaderboard.fields import RowOut, SummaryOut, Visibility, csv_columns
 from server.leaderboard.models import RankingAnchor
-from server.leaderboard.schemas import (
-    CSV_COLUMNS,
-    LeaderboardOut,
-    RowOut,
-    SummaryOut,
-    Visibility,
-    csv_rows,
-    leaderboard_out,
-)
+from server.leaderboard.schemas import LeaderboardOut, csv_rows, leaderboard_out
 from server.leaderboard.service import LeaderboardData
 
 router = APIRouter(include_in_schema=False)
@@ -55,36 +48,6 @@ NOTICES = {
 }
 TOP = "top"
 """The anchor form's value for "the top model" (no designated anchor)."""
-CSV_FIELD: Mapping[str, str] = {
-    "position": "position",
-    "group": "group",
-    "rank_low": "rank_range",
-    "rank_high": "rank_range",
-    "model_id": "model_id",
-    "name": "name",
-    "organisation": "organisation",
-    "sessions": "sessions",
-    "relative": "relative",
-    "relative_ci_low": "relative",
-    "relative_ci_high": "relative",
-    "absolute": "absolute",
-    "absolute_ci_low": "absolute",
-    "absolute_ci_high": "absolute",
-    "absolute_variance": "absolute",
-    "latency_median_s": "latency",
-    "latency_p95_s": "latency",
-    "usd_per_1k_items": "cost",
-}
-"""The leaderboard field each CSV column (``CSV_COLUMNS``) shows; discipline columns are
-the ``disciplines`` field."""
-
-
-def visibility_of(principal: Principal, settings: Settings) -> Visibility:
-    """The leaderboard fields ``principal`` sees: all with ``LEADERBOARD_FULL``, else the
-    configured public ones (as ``GET /v1/leaderboard`` decides)."""
-    if principal.can(Permission.LEADERBOARD_FULL):
-        return Visibility(None)
-    return Visibility(frozenset(settings.leaderboard_public_fields))
 
 
 async def board_for(
@@ -228,7 +191,7 @@ async def render_board(
     error: str | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    visibility = visibility_of(user.principal, runtime.settings)
+    visibility = Visibility.of(user.principal, runtime.settings.leaderboard_public_fields)
     baselines = request.query_params.get("baselines") == "1"
     data, board = await board_for(db, runtime, visibility, baselines=baselines)
     disciplines = list(data.board.disciplines) if visibility.shows("disciplines") else []
@@ -290,7 +253,12 @@ async def designate_anchor(
     except (InvalidInput, NotFound) as refused:
         return await render_board(request, db, runtime, user, error=refused.detail, status_code=422)
     # every R changes: compute the board now, so the page the admin lands on shows it
-    await board_for(db, runtime, visibility_of(user.principal, runtime.settings), wait=True)
+    await board_for(
+        db,
+        runtime,
+        Visibility.of(user.principal, runtime.settings.leaderboard_public_fields),
+        wait=True,
+    )
     notice = "anchor-top" if model_id is None else "anchor-set"
     return RedirectResponse(f"/console/leaderboard?notice={notice}", status_code=303)
 
@@ -311,7 +279,7 @@ async def leaderboard_csv(
     """The leaderboard as CSV (the columns of ``proctor leaderboard --csv``), only the
     columns of the fields the user's role sees; text cells that a spreadsheet would take
     for a formula start with a quote."""
-    visibility = visibility_of(user.principal, runtime.settings)
+    visibility = Visibility.of(user.principal, runtime.settings.leaderboard_public_fields)
     data, _ = await board_for(db, runtime, visibility, wait=True)  # a download: current data
     text = csv_text(csv_columns(visibility, data.board.disciplines), csv_rows(data))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -320,10 +288,3 @@ async def leaderboard_csv(
         media_type="text/csv; charset=utf-8",
         headers={"content-disposition": f'attachment; filename="proctor-leaderboard-{stamp}.csv"'},
     )
-
-
-def csv_columns(visibility: Visibility, disciplines: Sequence[str]) -> list[str]:
-    """The CSV columns of the fields ``visibility`` shows (``model_id`` always), then one
-    per discipline if ``disciplines`` is visible."""
-    columns = [c for c in CSV_COLUMNS if c == "model_id" or visibility.shows(CSV_FIELD[c])]
-    return columns + list(disciplines) if visibility.shows("disciplines") else columns

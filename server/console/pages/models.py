@@ -25,11 +25,12 @@ from server.auth.permissions import Permission, Principal
 from server.console import plots
 from server.console.dependencies import page
 from server.console.nav import NavEntry
-from server.console.pages.leaderboard import board_for, visibility_of
+from server.console.pages.leaderboard import board_for
 from server.console.pagination import Pager
 from server.console.templating import render
 from server.leaderboard.cache import cached_session_scores
-from server.leaderboard.schemas import ContaminationOut, LeaderboardOut, ReplayOut, RowOut
+from server.leaderboard.fields import ContaminationOut, RowOut, Visibility, replay_json
+from server.leaderboard.schemas import LeaderboardOut
 from server.leaderboard.service import SessionScore
 from server.orgs.service import list_orgs
 from server.registry.models import RegisteredModel
@@ -62,22 +63,15 @@ async def standings(
     models that are not on it (none without ``LEADERBOARD_READ``); one computation."""
     if not principal.can(Permission.LEADERBOARD_READ):
         return {}, None, {}
-    visibility = visibility_of(principal, runtime.settings)
+    visibility = Visibility.of(principal, runtime.settings.leaderboard_public_fields)
     data, board = await board_for(db, runtime, visibility)
     rows = {str(row.model_id): row for row in board.models}
     replay: dict[str, ContaminationOut] = {}
     if visibility.shows("contamination"):
         for key, rate in data.contamination.replay.items():
             if key not in rows:
-                replay[key] = ContaminationOut(
-                    replay=ReplayOut(
-                        items=rate.n,
-                        near_exact=rate.near_exact,
-                        rate=rate.rate,
-                        ci_low=rate.ci_low,
-                        ci_high=rate.ci_high,
-                    ),
-                    generalisation_gap=None,
+                replay[key] = ContaminationOut.model_validate(
+                    {"replay": replay_json(rate), "generalisation_gap": None}
                 )
     return rows, board, replay
 

@@ -404,7 +404,6 @@ def test_latency_quantiles_tokens_and_cost_per_item() -> None:
         n_with_usage=200,
         usd_per_mtok_in=2.5,
         usd_per_mtok_out=10.0,
-        extra={"organisation": "org-a", "family": "f"},
     )
     usage = build_leaderboard([record], n_resamples=50).row("a").usage
     assert usage.latency_median_s == pytest.approx(float(np.median(latencies)), rel=1e-12)
@@ -415,10 +414,6 @@ def test_latency_quantiles_tokens_and_cost_per_item() -> None:
     assert usage.completion_tokens_per_item == pytest.approx(45_678 / 200)
     cost = (123_456 / 200 * 2.5 + 45_678 / 200 * 10.0) / 1e6 * 1000
     assert usage.usd_per_1k_items == pytest.approx(cost, rel=1e-12)
-    assert build_leaderboard([record], n_resamples=50).row("a").extra == {
-        "organisation": "org-a",
-        "family": "f",
-    }
 
 
 @pytest.mark.parametrize(

@@ -25,24 +25,27 @@ from clients.sdk import types as sdk
 from server.auth.permissions import ROLE_PERMISSIONS
 from server.auth.schemas import WhoAmI
 from server.config import Settings
+from server.leaderboard.fields import (
+    ROW_FIELDS,
+    ContaminationOut,
+    CostOut,
+    DisciplineScoreOut,
+    GapOut,
+    LatencyOut,
+    ReplayOut,
+    RowOut,
+    SummaryOut,
+)
 from server.leaderboard.schemas import (
     AnchorInfoOut,
     BaselineRowOut,
     BaselinesOut,
-    ContaminationOut,
-    CostOut,
     DiagnosticsOut,
     DisciplineBoardOut,
     DisciplineModelOut,
-    DisciplineScoreOut,
     DisciplinesOut,
-    GapOut,
     JudgeCalibrationOut,
-    LatencyOut,
     LeaderboardOut,
-    ReplayOut,
-    RowOut,
-    SummaryOut,
 )
 from server.registry.schemas import ModelOut
 from server.scoring.schemas import ScoringOut
@@ -291,6 +294,15 @@ def served(model: type[BaseModel], document: dict[str, Any]) -> dict[str, Any]:
         mode="json", exclude_unset=True
     )
     return sent
+
+
+def test_the_sdk_row_has_every_field_of_the_catalogue_in_its_order() -> None:
+    """A row field declared in ``server.leaderboard.fields`` reaches the SDK's row too
+    (which spells the fields itself: the SDK imports nothing of the server), and the
+    round trip below carries every one of them."""
+    row_fields = [f.name for f in dataclasses.fields(sdk.LeaderboardRow)]
+    assert row_fields == ["model_id", *ROW_FIELDS]
+    assert list(FULL_ROW) == row_fields
 
 
 def test_the_sdk_reads_the_whole_leaderboard_as_the_server_sends_it() -> None:

@@ -20,10 +20,8 @@ import httpx
 import pytest
 
 from judge.prompts import PROMPT_VERSION
-from server.config import DEFAULT_PUBLIC_FIELDS
-from server.console.pages.leaderboard import csv_columns
 from server.csv_export import csv_text, safe_cell
-from server.leaderboard.schemas import Visibility
+from server.leaderboard.fields import DEFAULT_PUBLIC_FIELDS, Visibility, csv_columns
 from tests.support.api import World, login, running_api, test_settings
 from tests.support.console import console_login, csrf_token
 from tests.support.scored import FORMULA, HOSTILE, JUDGE, add_model, scored_session, seed_scores

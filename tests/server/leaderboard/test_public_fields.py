@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from server.config import DEFAULT_PUBLIC_FIELDS, LEADERBOARD_FIELDS
 from server.errors import Forbidden
-from server.leaderboard.schemas import (
-    LeaderboardOut,
+from server.leaderboard.fields import (
+    CSV,
+    CSV_COLUMNS,
+    DEFAULT_PUBLIC_FIELDS,
+    LEADERBOARD_FIELDS,
+    ROW_FIELDS,
+    STAFF_ONLY_FIELDS,
+    RowOut,
     Visibility,
-    disciplines_out,
-    leaderboard_out,
+    rounded,
 )
+from server.leaderboard.schemas import LeaderboardOut, csv_rows, disciplines_out, leaderboard_out
 from tests.clients.test_report import real_data
 from tests.support.api import World, login, running_api, test_settings
 
@@ -67,9 +72,43 @@ def test_rows_carry_only_visible_fields() -> None:
         assert not {"latency", "cost", "contamination", "organisation"} & set(row)
     assert "diagnostics" not in board and "baselines" not in board
     full = leaderboard_out(data, Visibility(None)).model_dump(exclude_unset=True)
-    row_fields = set(LEADERBOARD_FIELDS) - {"baselines", "diagnostics"}
-    assert all(set(row) == row_fields | ROW_ONLY for row in full["models"])
+    assert all(list(row) == ["model_id", *ROW_FIELDS] for row in full["models"])
     assert full["diagnostics"] is not None
+
+
+def test_a_row_s_registry_fields_come_from_the_model_s_info() -> None:
+    data = real_data()
+    for row in leaderboard_out(data, Visibility(None)).models:
+        assert row.model_id is not None
+        info = data.models[row.model_id]
+        assert (row.family, row.organisation, row.under_review) == (
+            info.family,
+            info.organisation,
+            info.sessions_under_review,
+        )
+
+
+def test_the_row_fields_are_the_catalogue_s_in_its_order() -> None:
+    """``RowOut`` spells the catalogue's row fields a second time (typed): the two agree,
+    and the board-level parts are the ones no row carries."""
+    board_parts = {"baselines", "diagnostics"}
+    assert [f for f in LEADERBOARD_FIELDS if f not in board_parts] == list(ROW_FIELDS)
+    assert list(RowOut.model_fields) == ["model_id", *ROW_FIELDS]
+    assert set(DEFAULT_PUBLIC_FIELDS) == set(LEADERBOARD_FIELDS) - STAFF_ONLY_FIELDS
+
+
+def test_every_csv_column_shows_a_row_field_and_reads_its_value() -> None:
+    data = real_data()
+    assert all(column.field is None or column.field in ROW_FIELDS for column in CSV)
+    assert len(set(CSV_COLUMNS)) == len(CSV_COLUMNS)
+    (first, *_) = csv_rows(data)
+    row = data.board.rows[0]
+    assert first["model_id"] == row.key
+    assert (first["rank_low"], first["rank_high"]) == row.rank_range
+    assert first["absolute_ci_high"] == rounded(row.absolute.confidence_interval.high)
+    assert first["relative"] == rounded(row.relative.mean if row.relative else None)
+    assert first["usd_per_1k_items"] == rounded(row.usage.usd_per_1k_items)
+    assert list(first) == [*CSV_COLUMNS, *data.board.disciplines]
 
 
 def test_the_per_discipline_view_needs_the_disciplines_field() -> None:
