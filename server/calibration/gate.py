@@ -320,7 +320,7 @@ class JudgeCalibrationView:
 
     set_name: str
     set_version: int
-    run: Figures
+    figures: Figures
 
 
 async def calibration_of(

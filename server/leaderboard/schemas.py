@@ -93,7 +93,7 @@ def _judging(data: LeaderboardData) -> dict[str, Any]:
     agreement with people on the current calibration set (kappa with its interval)."""
     judges = data.judges
     view = data.calibration
-    figures = view.run if view is not None else None
+    figures = view.figures if view is not None else None
     return {
         "judge": judges.default,
         "judges": list(judges.every_judge),
