@@ -260,7 +260,7 @@ async def test_anchor_and_item_set_samples_are_re_derived(session: AsyncSession)
         ({"kind": "item_set", "item_set_id": "s1"}, SourceKind.ITEM_SET, "is not a UUID"),
         ({"kind": "stratified", "disciplines": "law"}, SourceKind.STRATIFIED, "must be a list"),
         ({"kind": "adaptive"}, None, "unknown kind 'adaptive'"),
-        (["anchor"], None, "must be a JSON object, not a list"),
+        (["anchor"], None, "must be a JSON object, not an array"),
     ]:
         from_set.source = damaged
         unreadable = await check_sample(session, from_set)
