@@ -318,6 +318,18 @@ class Settings(BaseSettings):
     """Points by which a model's generalisation gap may exceed the median gap before it is
     flagged (public sessions versus the private anchor set)."""
 
+    # --- calls to URLs others give the server (see clients/llm/egress.py) ---
+    egress_allow: list[str] = Field(default_factory=list)
+    """JSON list of addresses, networks (CIDR) and host names the server may call when a
+    URL comes from someone else (a model's endpoint), besides public addresses: loopback,
+    private, link-local and metadata addresses are refused otherwise, whatever the URL's
+    spelling, its redirects or its DNS answers."""
+    egress_proxy: str | None = None
+    """An HTTP(S) proxy every such call goes through (the proxy is then the one address
+    connected to)."""
+    egress_max_response_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=1024**3)
+    """The largest response body read from such a URL."""
+
     # --- admin console (see server/console, docs/console.md) ---
     console_idle_s: int = Field(1800, ge=60, le=86_400)
     """A console login ends after this many seconds without a request."""
@@ -353,6 +365,14 @@ class Settings(BaseSettings):
         from bank.health.flags import parse_thresholds
 
         parse_thresholds(value)  # ValueError names the threshold and what is wrong
+        return value
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_entries(cls, value: list[str]) -> list[str]:
+        from clients.llm.egress import EgressPolicy
+
+        EgressPolicy.allowing(value)  # ValueError names the entry
         return value
 
     @field_validator("health_population")

@@ -27,4 +27,5 @@ pytest_plugins = [
     "tests.support.api_fixtures",
     "tests.support.fake_llm_fixtures",
     "tests.support.browser_fixtures",
+    "tests.support.http_target",
 ]
