@@ -46,3 +46,14 @@ def test_the_allow_list_is_read_from_the_environment_and_a_bad_entry_is_named(
     monkeypatch.setenv("PROCTOR_EGRESS_ALLOW", '["10.0.0.0/8", "not a host"]')
     with pytest.raises(ValidationError, match="'not a host'"):
         Settings()
+
+
+async def test_with_an_egress_proxy_the_proxy_is_the_one_address_connected_to(
+    target: Target,
+) -> None:
+    """The proxy (here the counting server, on loopback, not otherwise allowed) receives
+    the request for a name nothing here resolves: the guard connected to the proxy only."""
+    settings = test_settings("sqlite+aiosqlite://", egress_proxy=f"http://127.0.0.1:{target.port}")
+    response = await _get(settings, "http://models.example.test/v1/chat")
+    assert response.status_code == 200 and target.connections == 1
+    assert target.requests[0].startswith(b"GET http://models.example.test/v1/chat HTTP/1.1")
