@@ -116,6 +116,8 @@ async def collect_verdicts(db: AsyncSession, *, judges: JudgeAssignment) -> Coll
         prompt_version=PROMPT_VERSION,
         where=[Verdict.id <= watermark, _read_modes()],
         columns=(EvalSession.model_id, Answer.item_id),
+        ordered=False,
+        in_thread=True,
     )
     rows = [
         _Response(

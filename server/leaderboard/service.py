@@ -60,7 +60,7 @@ from server.scoring.assignment import JudgeAssignment
 from server.scoring.effective import counted_answers
 from server.sessions.adaptive import SessionEstimate, session_estimates
 from server.sessions.models import EvalSession
-from server.sessions.modes import SessionMode
+from server.sessions.modes import SessionMode, mode_spec
 from server.sessions.states import SCORED_STATE_VALUES
 
 
@@ -340,6 +340,10 @@ class SessionScore:
     score: float
     ci_low: float
     ci_high: float
+    ranked: bool
+    """Whether the leaderboard counts the session: its mode is ranked and, if adaptive, it
+    has an estimate (until every stratum has a counted score it has none, and its raw
+    mean is not a score the board uses)."""
 
 
 async def session_scores(
@@ -370,7 +374,15 @@ async def session_scores(
         await session_estimates(db, session_ids=adaptive, scores=counted) if adaptive else {}
     )
     return [
-        _session_score(session_id, created_at, mode, scores[session_id], estimates.get(session_id))
+        _session_score(
+            session_id,
+            created_at,
+            mode,
+            scores[session_id],
+            estimates.get(session_id),
+            ranked=mode_spec(mode).traits.ranked
+            and (session_id in estimates or session_id not in adaptive),
+        )
         for session_id, (created_at, mode) in sessions.items()
         if scores[session_id]
     ]
@@ -382,6 +394,8 @@ def _session_score(
     mode: str,
     scores: list[int],
     estimate: SessionEstimate | None = None,
+    *,
+    ranked: bool,
 ) -> SessionScore:
     n = len(scores)
     scale = 100 / MAX_SCORE
@@ -399,4 +413,5 @@ def _session_score(
         score=value,
         ci_low=max(0.0, value - half),
         ci_high=min(100.0, value + half),
+        ranked=ranked,
     )

@@ -15,6 +15,7 @@ SQL for a single judge, tested equal to this reader.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import Iterable, Sequence
@@ -142,17 +143,29 @@ async def counted_answers(
     prompt_version: str,
     where: Sequence[ColumnElement[bool]] = (),
     columns: Sequence[Any] = (),
+    ordered: bool = True,
+    in_thread: bool = False,
 ) -> list[CountedAnswer]:
     """Every answer that has a counting verdict and satisfies ``where`` (conditions on
-    ``Verdict``, ``Answer``, ``Item`` and ``EvalSession``), once each, oldest session
-    first and in position order, with its score under ``judges`` and ``prompt_version``.
-    Each row has ``session_id``, ``position``, ``discipline``, ``judge``, ``score`` and
-    ``columns``."""
-    rows = await db.execute(
-        verdict_rows(Verdict.judge, Verdict.score, *columns)
-        .where(counting_verdicts(judges, prompt_version), *where)
-        .order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+    ``Verdict``, ``Answer``, ``Item`` and ``EvalSession``), once each, with its score
+    under ``judges`` and ``prompt_version``: oldest session first and in position order,
+    or in no promised order without ``ordered``. Each row has ``session_id``,
+    ``position``, ``discipline``, ``judge``, ``score`` and ``columns``. With
+    ``in_thread`` the answers are grouped and scored off the event loop (readers of many
+    answers: bank health, the model-assisted neighbours, item histories)."""
+    statement = verdict_rows(Verdict.judge, Verdict.score, *columns).where(
+        counting_verdicts(judges, prompt_version), *where
     )
+    if ordered:
+        statement = statement.order_by(EvalSession.created_at, EvalSession.id, Verdict.position)
+    rows = (await db.execute(statement)).all()
+    if in_thread:
+        return await asyncio.to_thread(_counted, rows, judges)
+    return _counted(rows, judges)
+
+
+def _counted(rows: Sequence[Any], judges: JudgeAssignment) -> list[CountedAnswer]:
+    """The verdict rows grouped by answer, each answer scored (pure)."""
     grouped: dict[tuple[uuid.UUID, int], tuple[AnswerRatings, Any]] = {}
     for row in rows:
         key = (row.session_id, row.position)

@@ -179,7 +179,7 @@ def _discipline_summaries(
 ) -> dict[str, DisciplineEstimate] | None:
     """Per discipline the estimate and its pointwise normal half-width (points) at
     ``delta``; None for the stratified policies (their strata are not disciplines)."""
-    if not figures.disciplines:
+    if figures.disciplines is None:
         return None
     z = float(NormalDist().inv_cdf(1.0 - delta / 2.0))
     return {
@@ -236,7 +236,7 @@ def _session_estimate(figures: Estimate, *, n_scored: int) -> SessionEstimate | 
         n_items=n_scored,
         disciplines={
             name: (d.mean * POINTS, d.variance * POINTS * POINTS, d.n)
-            for name, d in figures.disciplines.items()
+            for name, d in (figures.disciplines or {}).items()
         },
     )
 
@@ -326,6 +326,8 @@ async def _history_parameters(
             Answer.item_id.in_(pool_items),
         ],
         columns=(EvalSession.model_id, Answer.item_id),
+        ordered=False,
+        in_thread=True,
     )
     cells: dict[tuple[uuid.UUID, uuid.UUID], list[float]] = defaultdict(list)
     for answer in counted:

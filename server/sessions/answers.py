@@ -16,10 +16,11 @@ from server.observability import metrics
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.service import enqueue_answer
 from server.sessions import single_statement
-from server.sessions.delivery import state_of
+from server.sessions.delivery import require_drive_permission, state_of
 from server.sessions.lease import drive, require_open
 from server.sessions.limits import SessionLimits
 from server.sessions.models import Answer
+from server.sessions.modes import mode_spec
 from server.sessions.states import (
     ItemState,
     SessionState,
@@ -79,6 +80,7 @@ async def submit_answer(
         await _enqueue(db, judges=judges, session_id=session_id, position=position, item_id=item_id)
         return accepted
     record = await drive(db, principal=principal, session_id=session_id, limits=limits, now=now)
+    require_drive_permission(mode_spec(record.mode), principal)
     state = state_of(record, position) if position >= 0 else None
     if state is ItemState.COMPLETED:
         raise AlreadyAnswered(f"position {position} was answered already; the first answer stands")

@@ -153,6 +153,8 @@ async def _session_means(
         prompt_version=PROMPT_VERSION,
         where=_neighbour_sessions(record),
         columns=(EvalSession.model_id,),
+        ordered=False,
+        in_thread=True,
     )
     totals: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = defaultdict(lambda: defaultdict(list))
     for answer in counted:

@@ -25,7 +25,7 @@ from server.sessions import single_statement
 from server.sessions.lease import drive, is_open, require_open
 from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
-from server.sessions.modes import DeliveredItem, mode_spec
+from server.sessions.modes import DeliveredItem, ModeSpec, mode_spec
 from server.sessions.states import (
     ALL_ANSWERED_STATES,
     ItemState,
@@ -67,16 +67,14 @@ async def next_item(
     if SessionState(record.state) in ALL_ANSWERED_STATES:
         return None
     require_open(record, now)
+    spec = mode_spec(record.mode)
+    require_drive_permission(spec, principal)
     pending = record.n_delivered - record.n_completed
     if pending >= record.pending_window or record.n_delivered >= record.n_items:
         if not pending:
             return None
         item, _ = await _load_item(db, record=record, position=record.n_completed)
         return item
-    spec = mode_spec(record.mode)
-    needed = spec.traits.drive_permission
-    if needed is not None and not principal.can(needed):
-        raise Forbidden(spec.drive_refusal)
     if not await spec.goes_on(db, record=record, judges=judges):
         await _stop_delivering(db, record=record, now=now, limits=limits)
         if pending:
@@ -95,6 +93,14 @@ async def next_item(
     await db.flush()
     metrics.on_commit(db, metrics.ITEMS_DELIVERED.inc)
     return item
+
+
+def require_drive_permission(spec: ModeSpec, principal: Principal) -> None:
+    """``Forbidden`` unless ``principal`` may drive sessions of ``spec``'s mode (the
+    request rolls back, so a refused token keeps no lease)."""
+    needed = spec.traits.drive_permission
+    if needed is not None and not principal.can(needed):
+        raise Forbidden(spec.drive_refusal)
 
 
 async def _deliver_in_one_statement(

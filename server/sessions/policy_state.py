@@ -16,7 +16,7 @@ import math
 import secrets
 import uuid
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 import numpy as np
@@ -50,7 +50,9 @@ class Estimate:
     strata are disciplines' parts, each discipline's estimate: computed once."""
 
     decision: Decision
-    disciplines: dict[str, StratifiedEstimate] = field(default_factory=dict)
+    disciplines: dict[str, StratifiedEstimate] | None = None
+    """None for policies whose strata are not disciplines' parts; empty until a
+    discipline has an estimate."""
 
 
 class PolicyState(Protocol):

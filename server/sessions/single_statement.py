@@ -125,8 +125,7 @@ def _deliver_statement() -> Select[Any]:
             *_driven_by_token(),
             _S.c.state.in_(open_states),
             _S.c.deadline_at > now,
-            # a steered mode decides each delivery: the general path asks it
-            _S.c.mode.in_(modes_where(lambda traits: not traits.steered)),
+            _S.c.mode.in_(modes_where(lambda traits: traits.delivered_in_one_statement)),
             _S.c.n_delivered - _S.c.n_completed < _S.c.pending_window,
             _S.c.n_delivered < _S.c.n_items,
         )
@@ -209,6 +208,8 @@ def _answer_statement() -> ReturningInsert[Any]:
             *_driven_by_token(),
             _S.c.state == SessionState.ACTIVE.value,
             _S.c.deadline_at > now,
+            # a drive permission is checked on the general path
+            _S.c.mode.in_(modes_where(lambda traits: traits.delivered_in_one_statement)),
             _S.c.n_completed == position,
             _S.c.n_delivered > position,
             exists().where(

@@ -51,11 +51,6 @@ NAV = NavEntry("/console/models", "Models", Permission.MODELS_READ)
 """This page's entry in the console's menu (and its main route and permission)."""
 
 
-def _ranked(score: SessionScore) -> bool:
-    """Whether the leaderboard ranks ``score``'s session (the trend plots those)."""
-    return mode_spec(score.mode).traits.ranked
-
-
 async def standings(
     db: AsyncSession, runtime: Runtime, principal: Principal
 ) -> tuple[dict[str, RowOut], LeaderboardOut | None, dict[str, ContaminationOut]]:
@@ -130,7 +125,7 @@ def trend_chart(scores: Sequence[SessionScore]) -> Markup | None:
     points = [
         plots.Interval(s.created_at.strftime("%m-%d"), s.score, s.ci_low, s.ci_high)
         for s in scores
-        if _ranked(s)
+        if s.ranked
     ]
     if not points:
         return None
@@ -194,7 +189,7 @@ async def model_page(
         board=board,
         contamination=row.contamination if row is not None else replay.get(str(model.id)),
         trend=trend_chart(scores),
-        ranked=sum(1 for s in scores if _ranked(s)),
+        ranked=sum(1 for s in scores if s.ranked),
         by_discipline=discipline_chart(row),
         sessions=[
             SessionLine(

@@ -7,7 +7,7 @@ its item choice and stopping follow the verdicts so far."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,8 +24,8 @@ from server.sessions.options import AdaptiveRequest, SessionOptions
 
 
 class AdaptiveMode(BaseMode):
-    """``history_modes``: the modes whose verdicts fit the item parameters (the
-    registry's ``feeds_history`` modes)."""
+    """``history_modes``: the modes whose verdicts fit the item parameters, asked when a
+    session opens (the registry's ``feeds_history`` modes)."""
 
     mode: ClassVar[str] = SessionMode.ADAPTIVE
     traits: ClassVar[Traits] = Traits(
@@ -43,8 +43,8 @@ class AdaptiveMode(BaseMode):
     )
     drive_refusal: ClassVar[str] = "only admins and evaluators may drive adaptive sessions"
 
-    def __init__(self, *, history_modes: Sequence[str]) -> None:
-        self.history_modes = tuple(history_modes)
+    def __init__(self, *, history_modes: Callable[[], Sequence[str]]) -> None:
+        self.history_modes = history_modes
 
     def check_options(self, options: SessionOptions) -> None:
         if options.item_set is not None:
@@ -66,7 +66,7 @@ class AdaptiveMode(BaseMode):
             record=record,
             request=options.adaptive or AdaptiveRequest(),
             defaults=limits.adaptive,
-            history_modes=self.history_modes,
+            history_modes=self.history_modes(),
             judges=judges,
         )
 

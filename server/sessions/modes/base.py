@@ -58,6 +58,13 @@ class Traits:
     drive_permission: Permission | None = None
     """What delivering its items takes beyond ``sessions:drive``."""
 
+    @property
+    def delivered_in_one_statement(self) -> bool:
+        """Whether the one-statement delivery may deliver its items: it neither asks the
+        mode whether to go on nor checks a drive permission, so a steered mode or one
+        with a drive permission goes the general way."""
+        return not self.steered and self.drive_permission is None
+
 
 @dataclass(frozen=True, slots=True)
 class DrawRequest:

@@ -13,19 +13,13 @@ from server.sessions.modes.fixed import FixedMode
 from server.sessions.modes.item_set import ItemSetMode
 from server.sessions.modes.replay import ReplayMode
 
-_HISTORY = tuple(
-    kind.mode
-    for kind in (FixedMode, ReplayMode, AnchorMode, AdaptiveMode, ItemSetMode)
-    if kind.traits.feeds_history
-)
-
 MODES: dict[str, ModeSpec] = {
     spec.mode: spec
     for spec in (
         FixedMode(),
         ReplayMode(),
         AnchorMode(),
-        AdaptiveMode(history_modes=_HISTORY),
+        AdaptiveMode(history_modes=lambda: modes_where(lambda traits: traits.feeds_history)),
         ItemSetMode(),
     )
 }

@@ -5,6 +5,7 @@ stopping rule fires."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -432,3 +433,33 @@ async def test_model_assisted_session_stops_once_its_place_on_the_board_is_settl
     assert run.final["adaptive"]["stop_reason"] == "settled"
     assert len(run.delivered) < 200
     assert run.final["adaptive"]["estimate"] > 50
+
+
+async def test_a_vendor_of_the_organisation_can_neither_see_nor_answer_an_adaptive_item(
+    big_world: tuple[str, World], llm: FakeLlm
+) -> None:
+    """Driving an adaptive session takes ``sessions:adaptive`` on every path: the
+    pending item is not handed to a vendor that takes over an idle lease, nor may it
+    answer; its refused requests keep no lease, so the evaluator goes on."""
+    db_url, world = big_world
+    settings = judged_settings(db_url, llm, scoring_poll_s=0.2, lease_idle_s=0.1)
+    async with running_api(settings) as (_, client):
+        evaluator = await login(client, world.a.keys["evaluator"])
+        vendor = await login(client, world.a.keys["vendor"])
+        opened = await client.post(
+            "/v1/sessions",
+            json={"model_id": str(world.a.model_id), "mode": "adaptive", "n_items": 30},
+            headers=evaluator,
+        )
+        assert opened.status_code == 201, opened.text
+        sid = opened.json()["id"]
+        item = await client.get(f"/v1/sessions/{sid}/next", headers=evaluator)
+        assert item.status_code == 200, item.text
+        await asyncio.sleep(0.3)  # the evaluator's lease is idle past lease_idle_s
+        taken = await client.get(f"/v1/sessions/{sid}/next", headers=vendor)
+        assert taken.status_code == 403, taken.text
+        body = {"position": 0, "item_id": item.json()["item_id"], "answer": "x"}
+        answered = await client.post(f"/v1/sessions/{sid}/answers", json=body, headers=vendor)
+        assert answered.status_code == 403, answered.text
+        again = await client.get(f"/v1/sessions/{sid}/next", headers=evaluator)
+        assert again.status_code == 200 and again.json()["item_id"] == item.json()["item_id"]

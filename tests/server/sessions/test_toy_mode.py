@@ -173,3 +173,25 @@ def test_every_registered_mode_that_decides_delivery_says_so() -> None:
     for name, spec in MODES.items():
         overrides = type(spec).goes_on is not BaseMode.goes_on
         assert spec.traits.steered == overrides, name
+
+
+def test_the_one_statement_delivery_leaves_steered_and_guarded_modes_to_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It neither asks ``goes_on`` nor checks a drive permission: a mode needing either is
+    delivered the general way (else PostgreSQL would deliver what SQLite refuses)."""
+    guarded = replace(
+        ToyMode.traits,
+        steered=False,
+        drive_permission=mode_spec(SessionMode.ADAPTIVE).traits.drive_permission,
+    )
+    assert not guarded.delivered_in_one_statement
+    assert not ToyMode.traits.delivered_in_one_statement  # steered
+    assert replace(guarded, drive_permission=None).delivered_in_one_statement
+    one_statement = modes_where(lambda traits: traits.delivered_in_one_statement)
+    assert set(one_statement) == {
+        SessionMode.FIXED,
+        SessionMode.REPLAY,
+        SessionMode.ANCHOR,
+        SessionMode.ITEM_SET,
+    }
