@@ -124,11 +124,7 @@ async def collect_verdicts(db: AsyncSession, *, judges: JudgeAssignment) -> Coll
             a.row.model_id,
             a.row.item_id,
             a.score,
-            tuple(
-                s
-                for name in judges.judges_for(a.ratings.discipline)
-                if (s := a.ratings.judges.get(name)) is not None
-            ),
+            tuple(s for s in a.ratings.panel_scores(judges) if s is not None),
         )
         for a in counted
         if a.score is not None

@@ -75,11 +75,14 @@ class AnswerRatings:
         else:
             self.judges[rater] = score
 
+    def panel_scores(self, assignment: JudgeAssignment) -> list[int | None]:
+        """The scores of the answer's panel judges that rated it (None: left for review)."""
+        panel = assignment.judges_for(self.discipline)
+        return [self.judges[name] for name in panel if name in self.judges]
+
     def score(self, assignment: JudgeAssignment) -> int | None:
         """The answer's score (None: it waits for review); see ``judge.panel``."""
-        panel = assignment.judges_for(self.discipline)
-        scores = [self.judges[name] for name in panel if name in self.judges]
-        return answer_verdict(scores, self.humans, assignment.rule)
+        return answer_verdict(self.panel_scores(assignment), self.humans, assignment.rule)
 
     def judge_columns(self, assignment: JudgeAssignment) -> list[float]:
         """One score per judge of ``assignment.every_judge`` for the judge-variance
@@ -165,14 +168,15 @@ async def counted_answers(
 
 
 def _counted(rows: Sequence[Any], judges: JudgeAssignment) -> list[CountedAnswer]:
-    """The verdict rows grouped by answer, each answer scored (pure)."""
-    grouped: dict[tuple[uuid.UUID, int], tuple[AnswerRatings, Any]] = {}
+    """The verdict rows grouped by answer (``group_ratings``), each answer scored and
+    kept with its first row (pure)."""
+    first: dict[tuple[uuid.UUID, int], Any] = {}
     for row in rows:
-        key = (row.session_id, row.position)
-        if key not in grouped:
-            grouped[key] = (AnswerRatings(row.discipline), row)
-        grouped[key][0].add(row.judge, row.score)
-    return [CountedAnswer(ratings, ratings.score(judges), row) for ratings, row in grouped.values()]
+        first.setdefault((row.session_id, row.position), row)
+    grouped = group_ratings(
+        (row.session_id, row.position, row.discipline, row.judge, row.score) for row in rows
+    )
+    return [CountedAnswer(r, r.score(judges), first[key]) for key, r in grouped.items()]
 
 
 def _half_even(total: ColumnElement[Any], n: ColumnElement[Any]) -> ColumnElement[Any]:

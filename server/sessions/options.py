@@ -4,6 +4,7 @@ reads (``server.sessions.modes``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
 
@@ -17,6 +18,13 @@ class AdaptiveRequest:
     target_halfwidth: float | None = None
     """Score points (0-100)."""
     delta: float | None = None
+
+
+class SessionOption(StrEnum):
+    """The mode-specific options of a session request (``SessionOptions``' fields)."""
+
+    ADAPTIVE = "adaptive"
+    ITEM_SET = "item_set"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from clients.sdk.types import AdaptiveSummary, SessionMode
 from server.auth.permissions import Permission
-from server.errors import InvalidInput
 from server.scoring.assignment import JudgeAssignment
 from server.sessions import adaptive
 from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
 from server.sessions.modes.base import BaseMode, Traits
-from server.sessions.options import AdaptiveRequest, SessionOptions
+from server.sessions.options import AdaptiveRequest, SessionOption, SessionOptions
 
 
 class AdaptiveMode(BaseMode):
@@ -42,15 +41,10 @@ class AdaptiveMode(BaseMode):
         "stopping follow the verdicts so far"
     )
     drive_refusal: ClassVar[str] = "only admins and evaluators may drive adaptive sessions"
+    reads: ClassVar[SessionOption | None] = SessionOption.ADAPTIVE
 
     def __init__(self, *, history_modes: Callable[[], Sequence[str]]) -> None:
         self.history_modes = history_modes
-
-    def check_options(self, options: SessionOptions) -> None:
-        if options.item_set is not None:
-            raise InvalidInput(
-                f"mode {SessionMode.ITEM_SET.value!r} and an item_set name go together"
-            )
 
     async def opened(
         self,

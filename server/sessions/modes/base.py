@@ -26,7 +26,7 @@ from server.errors import InvalidInput
 from server.scoring.assignment import JudgeAssignment
 from server.sessions.limits import SessionLimits
 from server.sessions.models import EvalSession
-from server.sessions.options import SessionOptions
+from server.sessions.options import SessionOption, SessionOptions
 
 __all__ = ["BaseMode", "DeliveredItem", "DrawRequest", "ModeSpec", "Traits"]
 
@@ -151,13 +151,17 @@ class BaseMode:
     refusal: ClassVar[str] = ""
     drive_refusal: ClassVar[str] = ""
 
+    reads: ClassVar[SessionOption | None] = None
+    """The one option of ``SessionOptions`` the mode reads (None: it reads none)."""
+
     def check_options(self, options: SessionOptions) -> None:
-        if options.adaptive is not None:
+        pairing = f"mode {SessionMode.ITEM_SET.value!r} and an item_set name go together"
+        if self.reads is SessionOption.ITEM_SET and options.item_set is None:
+            raise InvalidInput(pairing)
+        if options.adaptive is not None and self.reads is not SessionOption.ADAPTIVE:
             raise InvalidInput(f"adaptive options are only for mode {SessionMode.ADAPTIVE.value!r}")
-        if options.item_set is not None:
-            raise InvalidInput(
-                f"mode {SessionMode.ITEM_SET.value!r} and an item_set name go together"
-            )
+        if options.item_set is not None and self.reads is not SessionOption.ITEM_SET:
+            raise InvalidInput(pairing)
 
     async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
         return await allocate_sample(db, org_id=request.org_id, n=request.n)

@@ -20,9 +20,9 @@ from bank.models import Sample
 from bank.sampling.service import DrawnSample, persist_sample
 from clients.sdk.types import SessionMode
 from server.auth.permissions import Permission
-from server.errors import InvalidInput, NotFound
+from server.errors import NotFound
 from server.sessions.modes.base import BaseMode, DrawRequest, Traits
-from server.sessions.options import SessionOptions
+from server.sessions.options import SessionOption, SessionOptions
 
 
 class ItemSetMode(BaseMode):
@@ -35,11 +35,7 @@ class ItemSetMode(BaseMode):
         open_permission=Permission.SESSIONS_SIZE,
     )
     refusal: ClassVar[str] = "only admins and evaluators may open sessions on a named item set"
-
-    def check_options(self, options: SessionOptions) -> None:
-        if options.item_set is None:
-            raise InvalidInput(f"mode {self.mode!r} and an item_set name go together")
-        super().check_options(SessionOptions(adaptive=options.adaptive))
+    reads: ClassVar[SessionOption | None] = SessionOption.ITEM_SET
 
     async def draw(self, db: AsyncSession, request: DrawRequest) -> tuple[Sample, DrawnSample]:
         name = request.options.item_set or ""
