@@ -53,18 +53,21 @@ def scrape_once(url: str) -> Samples:
     return parse(response.text)
 
 
-def metrics_dirs() -> set[Path]:
-    return set(Path(os.environ.get("TMPDIR", "/tmp")).glob(METRICS_DIR_PREFIX + "*"))
+def metrics_dirs(tmpdir: Path) -> set[Path]:
+    return set(tmpdir.glob(METRICS_DIR_PREFIX + "*"))
 
 
 async def test_two_workers_add_up_in_one_scrape(
     pg_world_db: tuple[str, World], tmp_path: Path
 ) -> None:
     db_url, world = pg_world_db
-    before_dirs = metrics_dirs()
+    # its own temporary directory: another test's `proctor serve` may be making one beside it
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
     n_probes, n_items = 40, 4
-    with serving(serve_env(db_url), tmp_path / "serve.log", "--workers", "2") as (url, proc):
-        made = metrics_dirs() - before_dirs
+    env = serve_env(db_url, TMPDIR=str(tmpdir))
+    with serving(env, tmp_path / "serve.log", "--workers", "2") as (url, proc):
+        made = metrics_dirs(tmpdir)
         assert len(made) == 1, made  # the workers' directory, made by proctor serve
         (directory,) = made
         for _ in range(n_probes):
