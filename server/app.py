@@ -42,6 +42,7 @@ from server.health.job import health_forever
 from server.item_sets.endpoints import router as item_sets_router
 from server.leaderboard.endpoints import router as leaderboard_router
 from server.ledger.endpoints import router as ledger_router
+from server.model_endpoints.endpoints import router as model_endpoints_router
 from server.observability import metrics
 from server.observability.endpoints import router as operations_router
 from server.observability.logs import configure_logging
@@ -170,6 +171,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         operations_router,
         auth_router,
         registry_router,
+        model_endpoints_router,
         sessions_router,
         scoring_router,
         leaderboard_router,

@@ -7,6 +7,7 @@ from server.auth import models as auth_models
 from server.calibration import models as calibration_models
 from server.leaderboard import models as leaderboard_models
 from server.ledger import models as ledger_models
+from server.model_endpoints import models as endpoint_models
 from server.orgs import models as org_models
 from server.registry import models as registry_models
 from server.review import models as review_models
@@ -20,6 +21,7 @@ __all__ = [
     "auth_models",
     "bank_models",
     "calibration_models",
+    "endpoint_models",
     "leaderboard_models",
     "ledger_models",
     "metadata",

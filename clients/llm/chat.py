@@ -28,8 +28,9 @@ Contract
 * Concurrency is bounded by an ``asyncio.Semaphore`` held only for the HTTP exchange itself
   (request sent, response fully read), never while sleeping between attempts, so a
   rate-limited call does not occupy a slot.
-* The API key is sent only in the ``Authorization`` header. It is kept out of ``repr`` and
-  redacted from every error message (a server may echo it back in an error body).
+* The API key is sent only in the ``Authorization`` header, secret headers only as
+  themselves. They are kept out of ``repr`` and redacted from every error message (a
+  server may echo them back in an error body).
 * Networking happens only through the client's own ``httpx.AsyncClient``; pass
   ``transport=`` to route it elsewhere (as with httpx itself), and ``sleep=`` / ``random=``
   to make the retry timing deterministic in tests.
@@ -106,9 +107,11 @@ class ChatEndpoint:
 
     ``base_url`` is the API root including the version, e.g. ``http://127.0.0.1:8000/v1``
     (a trailing slash is ignored). ``api_key``, when set, is sent as ``Authorization:
-    Bearer``; it is excluded from ``repr``. ``max_tokens`` is sent only when not ``None``.
-    ``connect_timeout_s`` bounds connecting (and waiting for a pooled connection);
-    ``read_timeout_s`` bounds each read and write of the exchange.
+    Bearer``; ``secret_headers`` (name, value) are sent with every request (a provider's
+    own key header, an organisation id); both are excluded from ``repr`` and every value is
+    redacted from error messages. ``max_tokens`` is sent only when not ``None``, ``stop``
+    only when not empty. ``connect_timeout_s`` bounds connecting (and waiting for a pooled
+    connection); ``read_timeout_s`` bounds each read and write of the exchange.
     """
 
     base_url: str
@@ -116,6 +119,8 @@ class ChatEndpoint:
     api_key: str | None = field(default=None, repr=False)
     temperature: float = 0.0
     max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    secret_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 60.0
 
@@ -350,13 +355,14 @@ class ChatClient:
         self.pricing = pricing
         self._url = base + "/chat/completions"
         self._text_url = base + "/completions"
-        self._secret = endpoint.api_key or None
+        self._secrets = _secrets_of(endpoint)
         self._sleep = sleep
         self._random = random
         self._semaphore = asyncio.Semaphore(concurrency)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        headers.update(endpoint.secret_headers)
         timeout = httpx.Timeout(
             connect=endpoint.connect_timeout_s,
             read=endpoint.read_timeout_s,
@@ -452,6 +458,8 @@ class ChatClient:
         limit = endpoint.max_tokens if max_tokens is None else max_tokens
         if limit is not None:
             payload["max_tokens"] = limit
+        if endpoint.stop:
+            payload["stop"] = list(endpoint.stop)
         body = json.dumps(payload).encode()
         policy = self.retry
         attempts = 0
@@ -490,7 +498,7 @@ class ChatClient:
                 reason = f"HTTP {failure.status}"
                 raise ChatDeferred(wait, reason, attempts=attempts)
             if attempts >= policy.max_attempts:
-                raise ChatRetriesExhausted(attempts, failure.status, self._redact(failure.error))
+                raise ChatRetriesExhausted(attempts, failure.status, self.redact(failure.error))
             if wait is None:
                 wait = backoff_delay(attempts, policy, self._random())
             self._retries += 1
@@ -547,20 +555,38 @@ class ChatClient:
             finish_reason=finish if isinstance(finish, str) else None,
         )
 
-    def _redact(self, text: str) -> str:
-        if self._secret and self._secret in text:
-            text = text.replace(self._secret, "[redacted]")
+    def redact(self, text: str) -> str:
+        """``text`` with every secret of the endpoint (its key, its secret headers' values)
+        replaced by ``[redacted]``."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
         return text
 
     def _excerpt(self, response: httpx.Response) -> str:
         """A short, single-line excerpt of the body, with the API key redacted."""
         # Redact the whole body before cutting it, so no fragment of the key can survive.
-        raw = self._redact(response.content.decode("utf-8", errors="replace"))
+        raw = self.redact(response.content.decode("utf-8", errors="replace"))
         text = " ".join(raw.split())
         return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
     def _protocol_error(self, message: str, response: httpx.Response) -> ChatProtocolError:
         return ChatProtocolError(message, status=response.status_code, body=self._excerpt(response))
+
+
+MIN_SECRET_PART = 8
+"""The shortest word of a header value redacted on its own (shorter ones are schemes)."""
+
+
+def _secrets_of(endpoint: ChatEndpoint) -> list[str]:
+    """What to redact: the key, each secret header's value and each of its words of
+    ``MIN_SECRET_PART`` characters or more (a server echoes the token of ``Bearer
+    sk-...`` without its scheme); longest first, so a secret containing another is
+    redacted whole."""
+    values = [endpoint.api_key or "", *(value for _, value in endpoint.secret_headers)]
+    found = {v for v in values if v}
+    found |= {word for v in values for word in v.split() if len(word) >= MIN_SECRET_PART}
+    return sorted(found, key=len, reverse=True)
 
 
 def _text(value: object) -> str | None:

@@ -53,11 +53,14 @@ from clients.sdk.types import (
     AdaptiveOptions,
     CommitmentReveal,
     DisciplineLeaderboard,
+    EndpointCheck,
+    EndpointSettings,
     FinishReason,
     Identity,
     Item,
     Leaderboard,
     Model,
+    ModelEndpoint,
     ScoringProgress,
     Session,
     SessionMode,
@@ -350,6 +353,36 @@ def list_models() -> Call[list[Model]]:
 
 def get_model(model_id: IdLike) -> Call[Model]:
     return Call("GET", f"/v1/models/{_segment(model_id)}", lambda r: Model.from_json(_json_dict(r)))
+
+
+def _endpoint_path(model_id: IdLike) -> str:
+    return f"/v1/models/{_segment(model_id)}/endpoint"
+
+
+def set_endpoint(model_id: IdLike, settings: EndpointSettings) -> Call[ModelEndpoint]:
+    return Call(
+        "PUT",
+        _endpoint_path(model_id),
+        lambda r: ModelEndpoint.from_json(_json_dict(r)),
+        json=settings.to_json(),  # a whole replacement: repeating it changes nothing more
+    )
+
+
+def get_endpoint(model_id: IdLike) -> Call[ModelEndpoint]:
+    return Call("GET", _endpoint_path(model_id), lambda r: ModelEndpoint.from_json(_json_dict(r)))
+
+
+def delete_endpoint(model_id: IdLike) -> Call[None]:
+    return Call("DELETE", _endpoint_path(model_id), lambda r: None, policy=Policy.CREATE)
+
+
+def check_endpoint(model_id: IdLike) -> Call[EndpointCheck]:
+    return Call(
+        "POST",
+        _endpoint_path(model_id) + "/check",
+        lambda r: EndpointCheck.from_json(_json_dict(r)),
+        policy=Policy.CREATE,
+    )
 
 
 def create_session(

@@ -19,11 +19,14 @@ from clients.sdk.types import (
     Accepted,
     CommitmentReveal,
     DisciplineLeaderboard,
+    EndpointCheck,
+    EndpointSettings,
     FinishReason,
     Identity,
     Item,
     Leaderboard,
     Model,
+    ModelEndpoint,
     ScoringProgress,
     Session,
     SessionMode,
@@ -191,6 +194,24 @@ class AsyncProctorClient:
 
     async def get_model(self, model_id: IdLike) -> Model:
         return await self._run(_core.get_model(model_id))
+
+    async def set_endpoint(self, model_id: IdLike, settings: EndpointSettings) -> ModelEndpoint:
+        """Set how the server calls model ``model_id`` (replacing what it had). The secret
+        headers are sealed by the server and never come back: the result lists their
+        names."""
+        return await self._run(_core.set_endpoint(model_id, settings))
+
+    async def get_endpoint(self, model_id: IdLike) -> ModelEndpoint:
+        """The model's endpoint (``NotFoundError`` if it has none)."""
+        return await self._run(_core.get_endpoint(model_id))
+
+    async def delete_endpoint(self, model_id: IdLike) -> None:
+        """Remove the model's endpoint and its secrets."""
+        await self._run(_core.delete_endpoint(model_id))
+
+    async def check_endpoint(self, model_id: IdLike) -> EndpointCheck:
+        """Have the server call the endpoint once (a fixed prompt) and say how it went."""
+        return await self._run(_core.check_endpoint(model_id))
 
     async def create_session(
         self,

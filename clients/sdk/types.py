@@ -32,6 +32,7 @@ __all__ = [
     "Anchor",
     "BaselineRating",
     "Baselines",
+    "CallFailure",
     "CommitmentReveal",
     "Contamination",
     "Cost",
@@ -41,6 +42,8 @@ __all__ = [
     "DisciplineEstimate",
     "DisciplineLeaderboard",
     "DisciplineScore",
+    "EndpointCheck",
+    "EndpointSettings",
     "GeneralisationGap",
     "Identity",
     "Item",
@@ -50,6 +53,8 @@ __all__ = [
     "Leaderboard",
     "LeaderboardRow",
     "Model",
+    "ModelApi",
+    "ModelEndpoint",
     "ReplayRate",
     "Role",
     "SampleSource",
@@ -177,6 +182,32 @@ class StopReason(StrEnum):
     """The model's place among its leaderboard neighbours was settled."""
 
 
+class ModelApi(StrEnum):
+    """How the server calls a model's endpoint: chat messages to ``/chat/completions``, or
+    prompts rendered in a chat template to ``/completions`` (a base model)."""
+
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+
+class CallFailure(StrEnum):
+    """Why a call to a model's endpoint failed."""
+
+    EGRESS_REFUSED = "egress_refused"
+    """The address is not one the server may call (loopback, private, metadata...)."""
+    RESPONSE_TOO_LARGE = "response_too_large"
+    CONTEXT_OVERFLOW = "context_overflow"
+    """The prompt does not fit the model's context."""
+    REJECTED = "rejected"
+    """A status no retry mends (a bad key, an unknown model, a refused request)."""
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    DEFERRED = "deferred"
+    """The provider asked to wait longer than the server waits in one call."""
+    PROTOCOL = "protocol"
+    """A 2xx whose body is not a completion."""
+    TIMEOUT = "timeout"
+
+
 def _datetime(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
@@ -292,6 +323,91 @@ class Model:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
         return cls(**_with_datetimes(_known(cls, data), "created_at"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEndpoint(_Body):
+    """How the server calls a model (``PUT /v1/models/{id}/endpoint``). The secret headers'
+    values are never sent back: ``secret_headers`` lists their names."""
+
+    model_id: str
+    base_url: str
+    model: str
+    """The model's name at the endpoint."""
+    api: ModelApi | str
+    paradigm: str
+    adapter: str
+    template: str | None
+    system_prompt: str | None
+    temperature: float
+    max_tokens: int | None
+    stop: list[str]
+    connect_timeout_s: float
+    read_timeout_s: float
+    concurrency: int
+    requests_per_minute: int | None
+    tokens_per_minute: int | None
+    usd_per_mtok_in: float | None
+    usd_per_mtok_out: float | None
+    secret_headers: list[str]
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _with_datetimes(_known(cls, data), "updated_at")
+        fields["api"] = _vocabulary(ModelApi, fields.get("api"))
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSettings:
+    """An endpoint to set on a model (``set_endpoint``). Every field left None takes the
+    server's default; ``secret_headers`` None keeps the stored ones, ``{}`` removes them
+    (they are sealed by the server and never read back)."""
+
+    base_url: str
+    model: str
+    api: ModelApi | None = None
+    template: str | None = None
+    paradigm: str | None = None
+    adapter: str | None = None
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    connect_timeout_s: float | None = None
+    read_timeout_s: float | None = None
+    concurrency: int | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    usd_per_mtok_in: float | None = None
+    usd_per_mtok_out: float | None = None
+    secret_headers: dict[str, str] | None = dataclasses.field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The request body: the fields that are set."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointCheck(_Body):
+    """One small request to a model's endpoint, made by the server: whether it answered,
+    how fast, and otherwise why not (secrets redacted)."""
+
+    ok: bool
+    latency_s: float | None
+    failure: CallFailure | str | None
+    detail: str | None
+    reply: str | None
+    """The start of the model's reply."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        if fields.get("failure") is not None:
+            fields["failure"] = _vocabulary(CallFailure, fields["failure"])
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True)

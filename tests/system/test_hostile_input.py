@@ -101,6 +101,7 @@ FUZZ_ROLES = ("admin", "vendor")
 EXTRA = "zz_unexpected"
 MARKER = "__hostile_9f2c41__"
 ANSWERS = "/v1/sessions/{session_id}/answers"
+ENDPOINT = "/v1/models/{model_id}/endpoint"
 DRIVE_ITEMS = 40
 PROBLEM_JSON = "application/problem+json"
 PATH_TYPES = ("string", "integer")
@@ -354,6 +355,13 @@ BODIES: dict[tuple[str, str], BodyFactory] = {
         "usd_per_mtok_out": 2.0,
         **({"org": env.world.a.name} if role == "admin" else {}),  # admins only
     },
+    # nothing is called on a PUT; port 9 (discard) is never listened on here
+    ("PUT", ENDPOINT): lambda env, role: {
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "probe",
+        "stop": ["</s>"],
+        "secret_headers": {"Authorization": "Bearer sk-probe-0123456789"},
+    },
     ("POST", "/v1/sessions"): lambda env, role: {
         "model_id": str(env.world.a.model_id),
         **({"n_items": 1} if role == "admin" else {}),  # vendors get the default (1 here)
@@ -599,6 +607,13 @@ class Env:
             self.drive[role] = self.open_session(DRIVE_ITEMS)
         raise AssertionError("no pending item to answer")
 
+    def set_endpoint(self, role: str) -> None:
+        """The model has an endpoint (a DELETE probed before may have removed it)."""
+        path = ENDPOINT.replace("{model_id}", str(self.world.a.model_id))
+        body = BODIES[("PUT", ENDPOINT)](self, role)
+        response = self.helper("PUT", path, body, self.headers[role])
+        assert response.status_code == 200, response.text
+
     def calibration_set(self) -> str:
         """A calibration set's id (``seed_reviewed_answer`` froze one)."""
         response = self.helper("GET", "/v1/admin/calibration-sets", None, self.headers["admin"])
@@ -647,6 +662,8 @@ class Env:
                 values[name] = self.calibration_set()
             else:
                 raise AssertionError(f"no valid value for path parameter {name} of {route.id}")
+        if route.path.startswith(ENDPOINT) and route.method != "PUT":
+            self.set_endpoint(role)
         body = None
         if route.body is not None:
             body = BODIES[(route.method, route.path)](self, role)

@@ -58,6 +58,12 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/models"): WRITERS,
     ("GET", "/v1/models"): ALL,
     ("GET", "/v1/models/{model_id}"): ALL,
+    # a model's endpoint: set, removed and checked by whoever writes models; read by whoever
+    # sees the model (its secret headers' names only)
+    ("PUT", "/v1/models/{model_id}/endpoint"): WRITERS,
+    ("GET", "/v1/models/{model_id}/endpoint"): ALL,
+    ("DELETE", "/v1/models/{model_id}/endpoint"): WRITERS,
+    ("POST", "/v1/models/{model_id}/endpoint/check"): WRITERS,
     ("POST", "/v1/sessions"): WRITERS,
     ("GET", "/v1/sessions"): ALL,
     ("GET", "/v1/sessions/{session_id}"): ALL,
@@ -247,6 +253,30 @@ async def _register(m: Matrix, role: str | None) -> Call:
     return Call("/v1/models", {"name": f"matrix-{uuid.uuid4().hex[:8]}", "api_snapshot": "v1"})
 
 
+MATRIX_ENDPOINT = {"base_url": "http://127.0.0.1:9/v1", "model": "matrix"}
+"""An endpoint nothing listens on (the discard port), refused by the default egress guard."""
+
+
+async def _endpoint_set(m: Matrix) -> str:
+    """Organisation A's model's endpoint URL, the endpoint set (as an admin) first."""
+    url = f"/v1/models/{m.world.a.model_id}/endpoint"
+    put = await m.client.put(url, json=MATRIX_ENDPOINT, headers=m.headers["admin"])
+    assert put.status_code == 200, put.text
+    return url
+
+
+async def _put_endpoint(m: Matrix, role: str | None) -> Call:
+    return Call(f"/v1/models/{m.world.a.model_id}/endpoint", MATRIX_ENDPOINT)
+
+
+async def _endpoint(m: Matrix, role: str | None) -> Call:
+    return Call(await _endpoint_set(m))
+
+
+async def _check_endpoint(m: Matrix, role: str | None) -> Call:
+    return Call(await _endpoint_set(m) + "/check")
+
+
 async def _create(m: Matrix, role: str | None) -> Call:
     # no n_items: vendors may not choose it, and the table says vendors may create
     return Call("/v1/sessions", {"model_id": str(m.world.a.model_id)})
@@ -388,6 +418,10 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("POST", "/v1/models"): _register,
     ("GET", "/v1/models"): static("/v1/models"),
     ("GET", "/v1/models/{model_id}"): _model,
+    ("PUT", "/v1/models/{model_id}/endpoint"): _put_endpoint,
+    ("GET", "/v1/models/{model_id}/endpoint"): _endpoint,
+    ("DELETE", "/v1/models/{model_id}/endpoint"): _endpoint,
+    ("POST", "/v1/models/{model_id}/endpoint/check"): _check_endpoint,
     ("POST", "/v1/sessions"): _create,
     ("GET", "/v1/sessions"): static("/v1/sessions"),
     ("GET", "/v1/sessions/{session_id}"): _read,

@@ -673,3 +673,32 @@ def test_backoff_delay_bounds_and_growth() -> None:
     assert backoff_delay(10_000, policy, 1.0) == 8.0  # no overflow
     with pytest.raises(ValueError):
         backoff_delay(0, policy, 0.5)
+
+
+async def test_secret_headers_and_stop_are_sent_and_every_secret_redacted(
+    server: ScriptedServer,
+) -> None:
+    org_secret = "org-SECRET-77e1"
+    echo = {"error": {"message": f"bad key {API_KEY} for org {org_secret}"}}
+    scenario = server.sequence(Step(200, completion()), Step(403, echo))
+    # the key behind an auth scheme: a server echoes the token without "Bearer"
+    headers = (("X-Api-Key", f"Bearer {API_KEY}"), ("OpenAI-Organization", org_secret))
+    chosen = endpoint(scenario, secret_headers=headers, stop=("###", "\n\n"))
+    assert API_KEY not in repr(chosen) and org_secret not in repr(chosen)
+    async with ChatClient(chosen, sleep=RecordingSleep()) as client:
+        await client.complete(MESSAGES)
+        with pytest.raises(ChatRejected) as info:
+            await client.complete(MESSAGES)
+    first = scenario.seen[0]
+    assert first.headers["x-api-key"] == f"Bearer {API_KEY}"
+    assert first.headers["openai-organization"] == org_secret
+    assert first.body["stop"] == ["###", "\n\n"]
+    assert API_KEY not in str(info.value) and org_secret not in str(info.value)
+    assert info.value.body.count("[redacted]") == 2
+
+
+async def test_no_stop_field_without_stop_sequences(server: ScriptedServer) -> None:
+    scenario = server.sequence(Step(200, completion()))
+    async with ChatClient(endpoint(scenario)) as client:
+        await client.complete(MESSAGES)
+    assert "stop" not in scenario.seen[0].body

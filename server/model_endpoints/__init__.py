@@ -1,0 +1,1 @@
+"""A model's endpoint: how the server calls the model it evaluates."""
