@@ -24,6 +24,11 @@ COMMANDS = (
     Lazy("analyze", "server.cli.analyze", "Relative scores and diagnostics of a score table."),
     Lazy("simulate", "server.cli.simulate", "Replay adaptive sessions on recorded responses."),
     Lazy("run", "server.cli.run", "Drive a model endpoint through Proctor sessions."),
+    Lazy(
+        "endpoints",
+        "server.cli.endpoints",
+        "How the server calls a model: set, show, delete, check.",
+    ),
     Lazy("demo", "server.cli.demo", "The whole system on this machine, no services needed."),
     Lazy("db", "server.cli.db", "Database schema, backups and restores."),
     Lazy("admin", "server.cli.admin", "Organisations, keys and the ranking anchor."),

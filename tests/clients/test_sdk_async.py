@@ -30,8 +30,11 @@ from clients.sdk import (
     AuthenticationError,
     ConflictError,
     DisciplineLeaderboard,
+    EndpointSettings,
     Item,
     Leaderboard,
+    ModelApi,
+    ModelEndpoint,
     NotFoundError,
     NotPendingError,
     PermissionDeniedError,
@@ -59,6 +62,7 @@ from tests.clients.test_sdk_harness import (
     seeded,
 )
 from tests.support.api import World, login, running_api
+from tests.support.http_target import Target
 
 BASE_URL = "http://proctor.test"
 FINISHED = ("answered", "scored")
@@ -220,6 +224,54 @@ async def test_a_vendor_drives_a_session_from_registration_to_scores(
     assert len(log.calls("POST", "/v1/auth/token")) == 1  # one token for the whole run
     assert not log.calls("POST", "/v1/auth/refresh")
     assert {e.user_agent for e in log.log} == {f"proctor-sdk/{__version__}"}
+
+
+async def test_a_model_endpoint_is_set_read_checked_and_removed(
+    world_db: tuple[str, World], target: Target
+) -> None:
+    key = "sk-sdk-endpoint-0b5e77aa1c"
+    body = b'{"choices":[{"message":{"content":"OK"},"finish_reason":"stop"}]}'
+    target.reply = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    async with api(world_db, egress_allow=["127.0.0.1"]) as a:
+        vendor, log = a.client("vendor")
+        model = model_of(a.world)
+        wanted = EndpointSettings(
+            base_url=f"http://127.0.0.1:{target.port}/v1/",
+            model="served",
+            stop=["###"],
+            usd_per_mtok_out=4.0,
+            secret_headers={"Authorization": f"Bearer {key}"},
+        )
+        assert key not in repr(wanted)
+        endpoint = await vendor.set_endpoint(model, wanted)
+        assert isinstance(endpoint, ModelEndpoint) and endpoint.api is ModelApi.CHAT
+        assert (endpoint.base_url, endpoint.stop, endpoint.secret_headers) == (
+            f"http://127.0.0.1:{target.port}/v1",
+            ["###"],
+            ["Authorization"],
+        )
+        assert (await vendor.get_model(model)).usd_per_mtok_out == 4.0
+        assert await vendor.get_endpoint(model) == endpoint
+
+        check = await vendor.check_endpoint(model)
+        assert (check.ok, check.failure, check.reply) == (True, None, "OK")
+        assert f"Bearer {key}" in target.requests[0].decode()  # sent to the model alone
+        assert key not in repr(endpoint) + repr(check)
+        assert [e.path for e in log.log if e.method == "POST"][-1].endswith("/endpoint/check")
+
+        with pytest.raises(ValidationError) as invalid:
+            await vendor.set_endpoint(model, EndpointSettings(base_url="file:///etc", model="m"))
+        assert ["body", "base_url"] in [e["loc"] for e in invalid.value.errors]
+        await vendor.delete_endpoint(model)
+        with pytest.raises(NotFoundError):
+            await vendor.get_endpoint(model)
+        with pytest.raises(NotFoundError):
+            await vendor.check_endpoint(model)
+        assert target.connections == 1
 
 
 async def test_items_refuses_to_spin_on_an_item_nobody_answers(

@@ -20,6 +20,7 @@ GROUPS = (
     "analyze",
     "simulate",
     "run",
+    "endpoints",
     "fake-llm",
     "demo",
     "serve",
@@ -32,6 +33,7 @@ COMMANDS_OF_GROUP = {
     "fake-llm": {"serve"},
     "review": {"list", "show", "score", "skip", "agreement"},
     "audit": {"verify"},
+    "endpoints": {"set", "show", "delete", "check"},
 }
 """The sub-commands each group has at least."""
 ROOT_SUMMARY = "Proctor: a live, dynamic evaluation server for LLMs."
