@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clients.runner.adapters import ADAPTERS, TemplateName
-from clients.runner.prompts import Paradigm
+from clients.runner.adapters import ADAPTERS, TEMPLATES, TemplateName
+from clients.runner.prompts import PARADIGMS, Paradigm
 from clients.sdk.types import CallFailure, ModelApi
 from server.api.bodies import RequestBody
 
@@ -47,6 +47,14 @@ RESERVED_HEADERS = frozenset(
     }
 )
 """Headers the client writes itself (framing, the body's type, the connection)."""
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "api": tuple(api.value for api in ModelApi),
+    "paradigm": PARADIGMS,
+    "adapter": tuple(sorted(ADAPTERS)),
+    "template": TEMPLATES,
+}
+"""The values a form may offer for the endpoint's fields that take one of a few."""
 
 StopSequence = Annotated[str, Field(min_length=1, max_length=64)]
 

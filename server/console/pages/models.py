@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -28,10 +28,13 @@ from server.console.nav import NavEntry
 from server.console.pages.leaderboard import board_for
 from server.console.pagination import Pager
 from server.console.templating import render
+from server.errors import NotFound
 from server.leaderboard.cache import cached_session_scores
 from server.leaderboard.fields import ContaminationOut, RowOut, Visibility, replay_json
 from server.leaderboard.schemas import LeaderboardOut
 from server.leaderboard.service import SessionScore
+from server.model_endpoints.schemas import CHOICES
+from server.model_endpoints.service import EndpointRecord, get_endpoint
 from server.orgs.service import list_orgs
 from server.registry.models import RegisteredModel
 from server.registry.service import (
@@ -112,6 +115,22 @@ async def models_page(
     )
 
 
+ENDPOINT_NOTICES = {
+    "endpoint-saved": "Endpoint saved.",
+    "endpoint-removed": "Endpoint removed, with its secret headers.",
+}
+
+
+async def endpoint_of(
+    db: AsyncSession, principal: Principal, model_id: uuid.UUID
+) -> EndpointRecord | None:
+    """The model's endpoint, or None if it has none."""
+    try:
+        return await get_endpoint(db, principal=principal, model_id=model_id)
+    except NotFound:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class SessionLine:
     record: EvalSession
@@ -157,10 +176,26 @@ async def model_page(
     runtime: RuntimeDep,
     user: Annotated[ConsoleUser, page(Permission.MODELS_READ)],
 ) -> HTMLResponse:
-    """One model (404 unless the user may see its organisation): its leaderboard standing,
-    a trend of its ranked sessions' S with intervals, per-discipline scores, latency and
-    cost, contamination results (as far as the role sees the leaderboard's fields), and
-    its sessions newest first, paginated."""
+    """One model (404 unless the user may see its organisation): its endpoint (never a
+    secret), its leaderboard standing, a trend of its ranked sessions' S with intervals,
+    per-discipline scores, latency and cost, contamination results (as far as the role
+    sees the leaderboard's fields), and its sessions newest first, paginated."""
+    notice = ENDPOINT_NOTICES.get(request.query_params.get("notice", ""))
+    return await render_model(request, db, runtime, user, model_id, notice=notice)
+
+
+async def render_model(
+    request: Request,
+    db: AsyncSession,
+    runtime: Runtime,
+    user: ConsoleUser,
+    model_id: uuid.UUID,
+    *,
+    status_code: int = 200,
+    **endpoint_view: Any,
+) -> HTMLResponse:
+    """The model page; ``endpoint_view`` (a notice, an error, the values entered, a
+    check's outcome) goes to its endpoint section (``pages.model_endpoints``)."""
     principal = user.principal
     model = await get_model(db, principal=principal, model_id=model_id)
     pager = Pager.of(request.query_params)
@@ -182,8 +217,12 @@ async def model_page(
         request,
         "model.html",
         user=user,
+        status_code=status_code,
         title=f"Model {model.name}",
         model=model,
+        endpoint=await endpoint_of(db, principal, model.id),
+        endpoint_choices=CHOICES,
+        endpoint_view=endpoint_view,
         org=orgs.get(model.org_id) if orgs is not None else None,
         row=row,
         board=board,
