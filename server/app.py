@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import httpx
 from arq.connections import ArqRedis
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -49,6 +50,10 @@ from server.observability.logs import configure_logging
 from server.observability.middleware import ObservedFastAPI
 from server.registry.endpoints import router as registry_router
 from server.review.endpoints import router as review_router
+from server.runs.driver import IN_PROCESS_URL, ApiTarget
+from server.runs.endpoints import router as runs_router
+from server.runs.process import RUN_QUEUE, RUN_WAKE_FUNCTION
+from server.runs.worker import RunWorker
 from server.sample_audit.endpoints import router as sample_audit_router
 from server.scoring.assignment import assign_judges
 from server.scoring.endpoints import router as scoring_router
@@ -134,6 +139,39 @@ async def scoring(runtime: Runtime) -> AsyncIterator[None]:
         await worker.aclose()
 
 
+@contextlib.asynccontextmanager
+async def running_runs(runtime: Runtime, app: FastAPI) -> AsyncIterator[None]:
+    """Drive runs in process (the embedded default: through the app's own ASGI
+    transport), or wake ``proctor run-worker`` processes through arq (with Redis)."""
+    settings = runtime.settings
+    if not settings.drives_runs_in_process:
+        if settings.redis_url is None:
+            yield
+            return
+        pool = ArqRedis.from_url(
+            settings.redis_url,
+            socket_timeout=settings.redis_timeout_s,
+            socket_connect_timeout=settings.redis_timeout_s,
+        )
+        runtime.run_waker = ArqWaker(pool, RUN_WAKE_FUNCTION, RUN_QUEUE)
+        try:
+            yield
+        finally:
+            await pool.aclose()
+        return
+    event = asyncio.Event()
+    api = ApiTarget(IN_PROCESS_URL, httpx.ASGITransport(app=app))
+    worker = RunWorker(engine=runtime.engine, settings=settings, codec=runtime.codec, api=api)
+    runtime.run_waker = EventWaker(event)
+    task = asyncio.create_task(worker.run_forever(event), name="run-worker")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for ``settings`` (default: from the environment)."""
     settings = settings or get_settings()
@@ -150,7 +188,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.runtime = runtime
             sweeper = asyncio.create_task(sweep_forever(runtime), name="session-sweeper")
             try:
-                async with scoring(runtime):
+                async with scoring(runtime), running_runs(runtime, app):
                     yield
             finally:
                 sweeper.cancel()
@@ -172,6 +210,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         auth_router,
         registry_router,
         model_endpoints_router,
+        runs_router,
         sessions_router,
         scoring_router,
         leaderboard_router,

@@ -266,6 +266,20 @@ class Settings(BaseSettings):
     embedded default), no with Redis (``proctor judge worker`` processes do it)."""
     scoring_poll_s: float = Field(5.0, gt=0)
     """How often a worker looks for work without being woken (deferred jobs, lost wakes)."""
+    # --- evaluation runs the server drives ---
+    runs_in_process: bool | None = None
+    """Drive runs inside the API process. Default: yes without Redis (the embedded
+    default), no with Redis (``proctor run-worker`` processes do it)."""
+    run_api_url: str = "http://127.0.0.1:8000"
+    """Where ``proctor run-worker`` reaches Proctor's API (runs open and answer sessions
+    through it, as the key that started them)."""
+    run_slots_per_worker: int = Field(64, ge=1, le=10_000)
+    """Sessions one worker drives at once (each has at most one model call in flight)."""
+    run_lease_s: float = Field(30.0, ge=1, le=3600)
+    """How long a worker holds a session of a run without renewing before another may take
+    it over (a worker renews every third of it)."""
+    run_poll_s: float = Field(2.0, gt=0, le=600)
+    """How often a run worker looks for work without being woken."""
     similarity_backend: Literal["lexical", "embedding"] = "lexical"
     """The cascade's similarity filter: ``lexical`` (token and character overlap), or
     ``embedding`` (a multilingual sentence encoder, extra ``proctor[embed]``, with its own
@@ -421,6 +435,12 @@ class Settings(BaseSettings):
     def runs_scoring_in_process(self) -> bool:
         if self.scoring_in_process is not None:
             return self.scoring_in_process
+        return self.redis_url is None
+
+    @property
+    def drives_runs_in_process(self) -> bool:
+        if self.runs_in_process is not None:
+            return self.runs_in_process
         return self.redis_url is None
 
     @property

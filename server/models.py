@@ -11,6 +11,7 @@ from server.model_endpoints import models as endpoint_models
 from server.orgs import models as org_models
 from server.registry import models as registry_models
 from server.review import models as review_models
+from server.runs import models as run_models
 from server.scoring import models as scoring_models
 from server.sessions import models as session_models
 
@@ -28,6 +29,7 @@ __all__ = [
     "org_models",
     "registry_models",
     "review_models",
+    "run_models",
     "scoring_models",
     "session_models",
 ]

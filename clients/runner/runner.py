@@ -32,9 +32,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from clients.llm.chat import ChatClient, ChatContextOverflow, ChatError, ChatRejected, ChatResult
+from clients.llm.failures import MODEL_CALL_ERRORS, failure_kind
 from clients.runner.adapters import (
     ModelAdapter,
     TemplateName,
@@ -56,12 +57,14 @@ from clients.sdk import (
     SessionState,
     Usage,
 )
-from clients.sdk.types import ALL_ANSWERED_STATES, OPEN_STATES
+from clients.sdk.types import ALL_ANSWERED_STATES, OPEN_STATES, CallFailure
 
 ITEM_REFUSAL_STATUSES = frozenset({400, 413, 422})
 """Statuses with which a provider refuses one request (its content, its size) rather than
 every request (401, 403, 404: a key or model that is wrong for all of them)."""
 KNOWN_FINISH_REASONS = {reason.value: reason for reason in FinishReason}
+DRIVE_ERRORS: tuple[type[Exception], ...] = (ProctorError, *MODEL_CALL_ERRORS)
+"""What stops driving one session (and only it): Proctor's refusals, the model's failures."""
 
 
 def refuses_the_item(error: ChatError) -> bool:
@@ -112,6 +115,10 @@ class SessionOutcome:
     """Answers the model left empty (failed items not counted)."""
     failed_items: int = 0
     """Items the model could not answer (context overflow, a refusal for the item)."""
+    failure: CallFailure | None = None
+    """The kind of the model's failure that stopped the session, if one did."""
+    stopped: str | None = None
+    """Why driving stopped early without an error (a ``CallGate`` said so)."""
 
     @property
     def finished(self) -> bool:
@@ -125,6 +132,75 @@ class RunSummary:
     already_finished: list[str]
     """Sessions an earlier run of the transcript had finished."""
     wall_s: float
+
+
+class StopDriving(Exception):
+    """Raised by a ``CallGate`` to stop driving the session before the next call (the
+    session stays open, to be driven on later or aborted)."""
+
+
+class CallGate(Protocol):
+    """Admits each model call (server-driven runs: a pause, a cancel, the cost cap).
+
+    ``admit`` runs before the call and raises ``StopDriving`` to stop; what it returns is
+    handed to ``settle`` after the call, with the tokens the model reported (None if the
+    call failed)."""
+
+    async def admit(self, prompt: str) -> Any: ...
+
+    async def settle(self, ticket: Any, result: ChatResult | None) -> None: ...
+
+
+class OpenGate:
+    """Admits every call (``proctor run``)."""
+
+    async def admit(self, prompt: str) -> None:
+        return None
+
+    async def settle(self, ticket: Any, result: ChatResult | None) -> None:
+        return None
+
+
+class SessionBook(Protocol):
+    """Which sessions are this run's: ``known`` ones from before (driven on if open,
+    counted if finished), and each newly ``opened`` one, recorded before it is driven so a
+    crash cannot lose it. ``adopts_open_sessions``: whether any other open session of the
+    model on the server is taken over too."""
+
+    adopts_open_sessions: bool
+
+    async def known(self) -> list[str]: ...
+
+    async def opened(self, session: Session, *, adopted: bool) -> None: ...
+
+
+class TranscriptBook:
+    """The sessions of ``proctor run``'s transcript; open sessions of the model found on
+    the server are adopted."""
+
+    adopts_open_sessions = True
+
+    def __init__(self, transcript: Transcript, model_id: str) -> None:
+        self.transcript = transcript
+        self.model_id = model_id
+
+    async def known(self) -> list[str]:
+        return read_state(self.transcript.path, model_id=self.model_id).sessions
+
+    async def opened(self, session: Session, *, adopted: bool) -> None:
+        self.transcript.write(
+            "session",
+            session_id=str(session.id),
+            model_id=self.model_id,
+            n_items=session.n_items,
+            adopted=adopted,
+        )
+
+
+class EventSink(Protocol):
+    """Where the run's events go (``Transcript``: a JSONL file)."""
+
+    def write(self, event: str, **fields: Any) -> None: ...
 
 
 class Listener(Protocol):
@@ -162,14 +238,25 @@ class Runner:
         client: AsyncProctorClient,
         model: ChatClient,
         config: RunConfig,
-        transcript: Transcript,
+        transcript: EventSink,
         listener: Listener | None = None,
+        *,
+        book: SessionBook | None = None,
+        gate: CallGate | None = None,
     ) -> None:
+        """``book`` defaults to the transcript's sessions (``TranscriptBook``, which needs
+        a ``Transcript``), ``gate`` to admitting every call."""
         self.client = client
         self.model = model
         self.config = config
         self.transcript = transcript
         self.listener = listener or SilentListener()
+        if book is None:
+            if not isinstance(transcript, Transcript):
+                raise TypeError("without a book, the runner's events go to a Transcript")
+            book = TranscriptBook(transcript, config.model_id)
+        self.book = book
+        self.gate = gate or OpenGate()
 
     async def run(self) -> RunSummary:
         """Resume what stands open, open what is missing, drive everything to the end."""
@@ -193,7 +280,7 @@ class Runner:
                     )
                 except ProctorError as error:
                     return SessionOutcome("", 0, 0, error=f"opening a session: {error}")
-                self._record_session(session, adopted=False)
+                await self.book.opened(session, adopted=False)
                 return await self._drive(session, resumed=False)
 
         tasks = [resume(s) for s in resumable] + [fresh() for _ in range(missing)]
@@ -203,33 +290,24 @@ class Runner:
     async def _resumable(self) -> tuple[list[Session], list[str]]:
         """Open sessions to drive on (this transcript's, then any other open session of
         the model on the server) and this transcript's finished ones."""
-        known = read_state(self.transcript.path, model_id=self.config.model_id)
+        known = await self.book.known()
         resumable: list[Session] = []
         finished: list[str] = []
-        for session_id in known.sessions:
+        for session_id in known:
             session = await self.client.get_session(session_id)
             if session.state in OPEN_STATES:
                 resumable.append(session)
             elif session.state in ALL_ANSWERED_STATES:
                 finished.append(session_id)
-        seen = set(known.sessions)
+        if not self.book.adopts_open_sessions:
+            return resumable, finished
+        seen = set(known)
         for session in await self.client.list_sessions():
             model_matches = str(session.model_id) == self.config.model_id
             if model_matches and session.state in OPEN_STATES and str(session.id) not in seen:
-                self._record_session(session, adopted=True)
+                await self.book.opened(session, adopted=True)
                 resumable.append(session)
         return resumable, finished
-
-    def _record_session(self, session: Session, *, adopted: bool) -> None:
-        """Note in the transcript that this run drives ``session``: opened by it, or
-        ``adopted`` (an open session of the model found on the server)."""
-        self.transcript.write(
-            "session",
-            session_id=str(session.id),
-            model_id=self.config.model_id,
-            n_items=session.n_items,
-            adopted=adopted,
-        )
 
     async def _drive(self, session: Session, *, resumed: bool) -> SessionOutcome:
         sid = str(session.id)
@@ -240,12 +318,16 @@ class Runner:
                 await self._answer(sid, item, outcome)
                 outcome.answered += 1
             outcome.state = (await self.client.get_session(sid)).state
-        except (ProctorError, ChatError, TimeoutError) as error:
+        except StopDriving as stop:
+            outcome.stopped = str(stop)
+        except DRIVE_ERRORS as error:
             outcome.error = f"{type(error).__name__}: {error}"
+            outcome.failure = failure_kind(error)
         self.transcript.write(
             "session_end",
             session_id=sid,
             state=outcome.state,
+            stopped=outcome.stopped,
             answered=outcome.answered,
             truncated=outcome.truncated,
             empty=outcome.empty,
@@ -277,6 +359,8 @@ class Runner:
             PromptItem(item.question, item.options, item.qtype, item.discipline), config.paradigm
         )
         messages = config.adapter.messages(prompt, system_prompt=config.system_prompt)
+        ticket = await self.gate.admit(prompt)
+        reply = None
         try:
             reply = await self._ask(messages)
         except ChatError as error:
@@ -285,6 +369,8 @@ class Runner:
             await self._answer_refused(session_id, item, prompt, error, started)
             outcome.failed_items += 1
             return
+        finally:
+            await self.gate.settle(ticket, reply)
         answer, reasoning = split_reply(reply.content, reply.reasoning)
         finish = KNOWN_FINISH_REASONS.get(reply.finish_reason or "")
         accepted = await self.client.submit_answer(
@@ -338,6 +424,7 @@ class Runner:
             finish_reason=FinishReason.ERROR.value,
             empty=True,
             failure=f"{type(error).__name__}: {error}",
+            failure_kind=failure_kind(error),
             end_to_end_s=round(time.monotonic() - started, 4),
             attempts=getattr(error, "attempts", None),
             already_answered=accepted.already_answered,
@@ -373,6 +460,7 @@ def summary_json(summary: RunSummary) -> dict[str, object]:
                 "empty": o.empty,
                 "failed_items": o.failed_items,
                 "error": o.error,
+                "failure": o.failure,
             }
             for o in outcomes
         ],

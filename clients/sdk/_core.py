@@ -61,6 +61,7 @@ from clients.sdk.types import (
     Leaderboard,
     Model,
     ModelEndpoint,
+    Run,
     ScoringProgress,
     Session,
     SessionMode,
@@ -381,6 +382,51 @@ def check_endpoint(model_id: IdLike) -> Call[EndpointCheck]:
         "POST",
         _endpoint_path(model_id) + "/check",
         lambda r: EndpointCheck.from_json(_json_dict(r)),
+        policy=Policy.CREATE,
+    )
+
+
+def start_run(
+    *,
+    model_id: IdLike,
+    sessions: int,
+    mode: str,
+    n_items: int | None,
+    cost_cap_usd: float | None,
+) -> Call[Run]:
+    body: dict[str, Any] = {"model_id": str(model_id), "sessions": sessions, "mode": mode}
+    if n_items is not None:
+        body["n_items"] = n_items
+    if cost_cap_usd is not None:
+        body["cost_cap_usd"] = cost_cap_usd
+    return Call(
+        "POST", "/v1/runs", lambda r: Run.from_json(_json_dict(r)), json=body, policy=Policy.CREATE
+    )
+
+
+def get_run(run_id: IdLike) -> Call[Run]:
+    return Call("GET", f"/v1/runs/{_segment(run_id)}", lambda r: Run.from_json(_json_dict(r)))
+
+
+def list_runs(state: str | None, model_id: IdLike | None, limit: int | None) -> Call[list[Run]]:
+    params: dict[str, Any] = {}
+    if state is not None:
+        params["state"] = state
+    if model_id is not None:
+        params["model_id"] = str(model_id)
+    if limit is not None:
+        params["limit"] = limit
+    return Call(
+        "GET", "/v1/runs", lambda r: [Run.from_json(x) for x in _json_list(r)], params=params
+    )
+
+
+def move_run(run_id: IdLike, action: str) -> Call[Run]:
+    """``pause``, ``resume`` or ``cancel`` (a repeat after a lost response is a 409)."""
+    return Call(
+        "POST",
+        f"/v1/runs/{_segment(run_id)}/{action}",
+        lambda r: Run.from_json(_json_dict(r)),
         policy=Policy.CREATE,
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Literal, Self, TypeVar, overload
 
@@ -27,6 +27,8 @@ from clients.sdk.types import (
     Leaderboard,
     Model,
     ModelEndpoint,
+    Run,
+    RunState,
     ScoringProgress,
     Session,
     SessionMode,
@@ -34,6 +36,8 @@ from clients.sdk.types import (
 )
 
 T = TypeVar("T")
+TokenSource = Callable[[], Awaitable[tuple[str, float]]]
+"""Gives a bearer token and its lifetime in seconds (a client that mints its own)."""
 
 __all__ = ["AsyncProctorClient"]
 
@@ -61,17 +65,24 @@ class AsyncProctorClient:
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        api_key: str = "",
         *,
         timeout: float | httpx.Timeout = 30.0,
         max_retries: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
         refresh_margin_s: float = 60.0,
+        token_source: TokenSource | None = None,
     ) -> None:
+        """``token_source``, instead of an API key: called for a token whenever one is
+        needed (at first, when it is due, after a 401); it returns the token and its
+        lifetime in seconds. The token is then never refreshed through the API."""
         _core.validate_options(max_retries, refresh_margin_s)
+        if not api_key and token_source is None:
+            raise ValueError("give an api_key or a token_source")
         self.base_url = base_url.rstrip("/")
         self.max_retries = max_retries
         self._api_key = api_key
+        self._token_source = token_source
         self._tokens = _core.TokenState(refresh_margin_s)
         self._lock = asyncio.Lock()
         self._submissions: Counter[str] = Counter()
@@ -125,7 +136,7 @@ class AsyncProctorClient:
         """The current token; exchanged or renewed first if needed."""
         async with self._lock:
             tokens = self._tokens
-            if tokens.token is None:
+            if tokens.token is None or (tokens.due() and self._token_source is not None):
                 await self._exchange()
             elif tokens.due():
                 await self._refresh(tokens.token)
@@ -134,6 +145,9 @@ class AsyncProctorClient:
 
     async def _exchange(self) -> None:
         started = time.monotonic()
+        if self._token_source is not None:
+            self._tokens.store(await self._token_source(), started)
+            return
         self._tokens.store(await self._run(_core.exchange(self._api_key)), started)
 
     async def _refresh(self, token: str) -> None:
@@ -212,6 +226,53 @@ class AsyncProctorClient:
     async def check_endpoint(self, model_id: IdLike) -> EndpointCheck:
         """Have the server call the endpoint once (a fixed prompt) and say how it went."""
         return await self._run(_core.check_endpoint(model_id))
+
+    async def start_run(
+        self,
+        *,
+        model_id: IdLike,
+        sessions: int = 1,
+        mode: SessionMode | str = SessionMode.FIXED,
+        n_items: int | None = None,
+        cost_cap_usd: float | None = None,
+    ) -> Run:
+        """Have the server drive model ``model_id`` (which needs an endpoint:
+        ``set_endpoint``) through ``sessions`` new sessions; it stops before spending more
+        than ``cost_cap_usd``. The run is queued: follow it with ``get_run``."""
+        call = _core.start_run(
+            model_id=model_id,
+            sessions=sessions,
+            mode=str(mode),
+            n_items=n_items,
+            cost_cap_usd=cost_cap_usd,
+        )
+        return await self._run(call)
+
+    async def get_run(self, run_id: IdLike) -> Run:
+        """The run and its progress (items done, pace, ETA, tokens, cost, failures)."""
+        return await self._run(_core.get_run(run_id))
+
+    async def list_runs(
+        self,
+        *,
+        state: RunState | str | None = None,
+        model_id: IdLike | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        """Your organisation's runs (every one for admins and auditors), newest first."""
+        wanted = None if state is None else str(state)
+        return await self._run(_core.list_runs(wanted, model_id, limit))
+
+    async def pause_run(self, run_id: IdLike) -> Run:
+        """Send no more items to the model until ``resume_run``."""
+        return await self._run(_core.move_run(run_id, "pause"))
+
+    async def resume_run(self, run_id: IdLike) -> Run:
+        return await self._run(_core.move_run(run_id, "resume"))
+
+    async def cancel_run(self, run_id: IdLike) -> Run:
+        """End the run; its open sessions are aborted."""
+        return await self._run(_core.move_run(run_id, "cancel"))
 
     async def create_session(
         self,

@@ -26,6 +26,8 @@ from clients.sdk.types import (
     Leaderboard,
     Model,
     ModelEndpoint,
+    Run,
+    RunState,
     ScoringProgress,
     Session,
     SessionMode,
@@ -211,6 +213,53 @@ class ProctorClient:
     def check_endpoint(self, model_id: IdLike) -> EndpointCheck:
         """Have the server call the endpoint once (a fixed prompt) and say how it went."""
         return self._run(_core.check_endpoint(model_id))
+
+    def start_run(
+        self,
+        *,
+        model_id: IdLike,
+        sessions: int = 1,
+        mode: SessionMode | str = SessionMode.FIXED,
+        n_items: int | None = None,
+        cost_cap_usd: float | None = None,
+    ) -> Run:
+        """Have the server drive model ``model_id`` (which needs an endpoint:
+        ``set_endpoint``) through ``sessions`` new sessions; it stops before spending more
+        than ``cost_cap_usd``. The run is queued: follow it with ``get_run``."""
+        call = _core.start_run(
+            model_id=model_id,
+            sessions=sessions,
+            mode=str(mode),
+            n_items=n_items,
+            cost_cap_usd=cost_cap_usd,
+        )
+        return self._run(call)
+
+    def get_run(self, run_id: IdLike) -> Run:
+        """The run and its progress (items done, pace, ETA, tokens, cost, failures)."""
+        return self._run(_core.get_run(run_id))
+
+    def list_runs(
+        self,
+        *,
+        state: RunState | str | None = None,
+        model_id: IdLike | None = None,
+        limit: int | None = None,
+    ) -> list[Run]:
+        """Your organisation's runs (every one for admins and auditors), newest first."""
+        wanted = None if state is None else str(state)
+        return self._run(_core.list_runs(wanted, model_id, limit))
+
+    def pause_run(self, run_id: IdLike) -> Run:
+        """Send no more items to the model until ``resume_run``."""
+        return self._run(_core.move_run(run_id, "pause"))
+
+    def resume_run(self, run_id: IdLike) -> Run:
+        return self._run(_core.move_run(run_id, "resume"))
+
+    def cancel_run(self, run_id: IdLike) -> Run:
+        """End the run; its open sessions are aborted."""
+        return self._run(_core.move_run(run_id, "cancel"))
 
     def create_session(
         self,

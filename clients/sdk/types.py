@@ -22,6 +22,7 @@ __all__ = [
     "ALL_ANSWERED_STATES",
     "CLOSED_STATES",
     "ENDED_EARLY_STATES",
+    "ENDED_RUN_STATES",
     "FINAL_STATES",
     "OPEN_STATES",
     "Accepted",
@@ -57,6 +58,9 @@ __all__ = [
     "ModelEndpoint",
     "ReplayRate",
     "Role",
+    "Run",
+    "RunSessionProgress",
+    "RunState",
     "SampleSource",
     "ScoreSummary",
     "ScoringProgress",
@@ -188,6 +192,27 @@ class ModelApi(StrEnum):
 
     CHAT = "chat"
     COMPLETIONS = "completions"
+
+
+class RunState(StrEnum):
+    """Where an evaluation run driven by the server is (``queued`` → ``running`` →
+    ``finished``; ``paused`` and back; or ``failed`` / ``cancelled``)."""
+
+    QUEUED = "queued"
+    """Waiting for a worker (again, after a pause)."""
+    RUNNING = "running"
+    PAUSED = "paused"
+    """No item is sent to the model; its sessions stay open until resumed."""
+    FINISHED = "finished"
+    """Every session driven to its end (or the cost cap reached: ``stop_reason``)."""
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ENDED_RUN_STATES: frozenset[RunState] = frozenset(
+    {RunState.FINISHED, RunState.FAILED, RunState.CANCELLED}
+)
+"""States a run never leaves."""
 
 
 class CallFailure(StrEnum):
@@ -407,6 +432,63 @@ class EndpointCheck(_Body):
         fields = _known(cls, data)
         if fields.get("failure") is not None:
             fields["failure"] = _vocabulary(CallFailure, fields["failure"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSessionProgress(_Body):
+    """One session of a run: items answered of its size (no correctness before scoring)."""
+
+    session_id: str | None
+    """None until the run has opened it."""
+    done: int
+    total: int | None
+    state: SessionState | str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _known(cls, data)
+        if fields.get("state") is not None:
+            fields["state"] = _vocabulary(SessionState, fields["state"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Run(_Body):
+    """An evaluation run the server drives (``start_run``): its state and progress."""
+
+    id: str
+    model_id: str
+    state: RunState | str
+    mode: SessionMode | str
+    sessions: int
+    n_items: int | None
+    cost_cap_usd: float | None
+    items_done: int
+    items_total: int | None
+    answers_per_minute: float | None
+    eta_s: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    failures: dict[str, int]
+    """Failed calls by kind (a ``CallFailure`` value): items answered empty, sessions stopped."""
+    progress: list[RunSessionProgress]
+    created_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    stop_reason: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state in ENDED_RUN_STATES
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        fields = _with_datetimes(_known(cls, data), "created_at", "started_at", "ended_at")
+        fields["state"] = _vocabulary(RunState, fields["state"])
+        fields["mode"] = _vocabulary(SessionMode, fields["mode"])
+        fields["progress"] = _each(RunSessionProgress, fields.get("progress", []), "progress")
         return cls(**fields)
 
 

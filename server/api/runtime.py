@@ -56,6 +56,8 @@ class Runtime:
     """The judges new answers are queued for (refreshed by the sweeper)."""
     waker: Waker = field(default_factory=NoWaker)
     """Wakes the scoring workers after answers (set up in the lifespan)."""
+    run_waker: Waker = field(default_factory=NoWaker)
+    """Wakes the run workers after a run is queued (set up in the lifespan)."""
     keyring_replaced: sealing.Installed | None = None
     """The process's keyring before this runtime installed its own (put back on close)."""
 
@@ -103,12 +105,9 @@ def _embedded_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    """Everything the API needs, from ``settings`` (no I/O beyond reading key files).
-    Installs the keyring sealing the bank (``server.bank_keys``) for the process, or
-    raises ``BankKeyError`` saying what is missing; ``SigningKeyError`` if the audit
-    signing key is configured but unusable (``server.ledger.signing``)."""
-    codec = TokenCodec(
+def token_codec(settings: Settings) -> TokenCodec:
+    """The codec of the configured keys and token policy (the API's, a run worker's)."""
+    return TokenCodec(
         signing_keys(settings),
         TokenPolicy(
             issuer=settings.jwt_issuer,
@@ -118,6 +117,14 @@ def build_runtime(settings: Settings) -> Runtime:
             leeway_s=settings.token_leeway_s,
         ),
     )
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Everything the API needs, from ``settings`` (no I/O beyond reading key files).
+    Installs the keyring sealing the bank (``server.bank_keys``) for the process, or
+    raises ``BankKeyError`` saying what is missing; ``SigningKeyError`` if the audit
+    signing key is configured but unusable (``server.ledger.signing``)."""
+    codec = token_codec(settings)
     keyring_replaced = install_keyring(settings)
     url = settings.effective_database_url
     # No pre-ping (it costs a round trip per checkout): a connection found dead fails one

@@ -141,8 +141,11 @@ class TokenCodec:
         role: str,
         session_id: uuid.UUID | None = None,
         now: datetime | None = None,
+        jti: str | None = None,
     ) -> tuple[str, TokenClaims]:
-        """A signed token and its claims, valid for ``policy.ttl_s`` from ``now``."""
+        """A signed token and its claims, valid for ``policy.ttl_s`` from ``now``; ``jti``
+        (32 hex digits) for a token that must keep one id across issues (a run's slot
+        holds its session's lease with it), else a random one."""
         issued = int((now or datetime.now(UTC)).timestamp())
         claims = TokenClaims(
             sub=subject,
@@ -153,7 +156,7 @@ class TokenCodec:
             iat=issued,
             nbf=issued,
             exp=issued + self.policy.ttl_s,
-            jti=secrets.token_hex(16),
+            jti=jti or secrets.token_hex(16),
             sid=session_id,
         )
         payload = claims.model_dump(mode="json", exclude_none=True)

@@ -12,11 +12,7 @@ names only. A refusal of the server is ``error: ...`` with exit status 1.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +22,7 @@ from clients.sdk.types import ModelApi
 from server.cli.groups import group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stdout, table_console
+from server.cli.remote import ApiKey, ServerUrl, connected, jsonable
 
 app = group(
     "endpoints",
@@ -36,29 +33,7 @@ app = group(
 )
 register = group_registrar(app)
 
-ServerUrl = Annotated[
-    str,
-    typer.Option("--server", envvar="PROCTOR_SERVER_URL", help="Proctor's base URL."),
-]
-ApiKey = Annotated[
-    str,
-    typer.Option("--api-key", envvar="PROCTOR_API_KEY", help="Your Proctor API key."),
-]
 ModelId = Annotated[str, typer.Argument(help="The registered model's id.")]
-TIMEOUT_S = 60.0
-"""Seconds one request to Proctor may take (a check waits for the model's reply)."""
-
-
-@contextmanager
-def connected(server: str, api_key: str) -> Iterator[Any]:
-    """A ``ProctorClient`` on ``server``; any SDK error is ``error: ...``, status 1."""
-    from clients.sdk import ProctorClient, ProctorError
-
-    try:
-        with ProctorClient(server, api_key, timeout=TIMEOUT_S, max_retries=2) as client:
-            yield client
-    except ProctorError as error:
-        fail(str(error))
 
 
 def secret_headers(pairs: list[str], environ: dict[str, str]) -> dict[str, str]:
@@ -195,12 +170,6 @@ def check_endpoint(
         stdout.print(f"ok in {check.latency_s:.2f} s: {check.reply!r}")
     if not check.ok:
         fail(f"{check.failure}: {check.detail}")
-
-
-def jsonable(body: Any) -> dict[str, Any]:
-    """An SDK response body (a dataclass) as a JSON object: times in ISO 8601."""
-    fields = dataclasses.asdict(body)
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
 
 
 def _print_endpoint(endpoint: Any, as_json: bool) -> None:

@@ -25,6 +25,16 @@ COMMANDS = (
     Lazy("simulate", "server.cli.simulate", "Replay adaptive sessions on recorded responses."),
     Lazy("run", "server.cli.run", "Drive a model endpoint through Proctor sessions."),
     Lazy(
+        "runs",
+        "server.cli.runs",
+        "Runs the server drives: start, show, list, pause, cancel.",
+    ),
+    Lazy(
+        "run-worker",
+        "server.cli.run_worker",
+        "Drive runs until SIGTERM or Ctrl-C (with PostgreSQL).",
+    ),
+    Lazy(
         "endpoints",
         "server.cli.endpoints",
         "How the server calls a model: set, show, delete, check.",

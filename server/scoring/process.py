@@ -10,14 +10,11 @@ loses nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from typing import Any
 
-from arq import cron, func
-from arq.connections import RedisSettings
-from arq.worker import Worker
+from arq.constants import default_queue_name
 
+from server.arq_wakeups import supervise
 from server.calibration.drift import drift_forever
 from server.config import Settings
 from server.database import create_engine
@@ -26,43 +23,6 @@ from server.scoring.wakeup import WAKE_FUNCTION
 from server.scoring.worker import ScoringWorker
 
 log = logging.getLogger(__name__)
-ARQ_RESTART_S = 1.0
-
-
-async def score_pending(ctx: dict[str, Any]) -> None:
-    """arq job: wake this process's scoring loop."""
-    ctx["wake"].set()
-
-
-def _arq_worker(redis_url: str, wake: asyncio.Event) -> Worker:
-    return Worker(
-        functions=[func(score_pending, name=WAKE_FUNCTION, keep_result=0, max_tries=1)],
-        cron_jobs=[cron(score_pending, name="score_pending_tick", second=set(range(0, 60, 10)))],
-        redis_settings=RedisSettings.from_dsn(redis_url),
-        ctx={"wake": wake},
-        handle_signals=False,
-        max_jobs=4,
-        keep_result=0,
-        poll_delay=0.2,
-        log_results=False,
-    )
-
-
-async def _supervise_arq(redis_url: str, wake: asyncio.Event) -> None:
-    """Keep an arq worker running, restarting it whenever Redis drops it."""
-    while True:
-        worker = _arq_worker(redis_url, wake)
-        try:
-            await worker.async_run()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            log.warning("arq wake-up listener stopped (%s); restarting", error)
-            wake.set()  # wake-ups may have been lost meanwhile
-        finally:
-            with contextlib.suppress(Exception):
-                await worker.close()
-        await asyncio.sleep(ARQ_RESTART_S)
 
 
 async def run_worker_process(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -84,7 +44,10 @@ async def run_worker_process(settings: Settings, stop: asyncio.Event | None = No
         asyncio.create_task(drift_forever(engine, settings), name="judge-drift"),
     ]
     if settings.redis_url:
-        tasks.append(asyncio.create_task(_supervise_arq(settings.redis_url, wake), name="arq"))
+        listener = supervise(
+            settings.redis_url, wake, function=WAKE_FUNCTION, queue_name=default_queue_name
+        )
+        tasks.append(asyncio.create_task(listener, name="arq"))
     log.info("scoring worker %s started", worker.owner)
     try:
         if stop is None:

@@ -38,10 +38,15 @@ class EventWaker:
 
 
 class ArqWaker:
-    """Enqueues ``score_pending`` on the arq queue (fail-open: Redis errors are logged)."""
+    """Enqueues ``function`` (``score_pending``; ``drive_runs`` for the run workers) on the
+    arq queue (fail-open: Redis errors are logged)."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(
+        self, pool: Any, function: str = WAKE_FUNCTION, queue_name: str | None = None
+    ) -> None:
         self._pool = pool
+        self._function = function
+        self._queue = {"_queue_name": queue_name} if queue_name else {}
         self._last = 0.0
         self._breaker = CircuitBreaker(REDIS_SKIP_S)
 
@@ -54,11 +59,13 @@ class ArqWaker:
             # One job id per half second of wall time: bursts from every API process
             # coalesce into one job, and a new id is never blocked by an old result.
             await self._pool.enqueue_job(
-                WAKE_FUNCTION, _job_id=f"{WAKE_FUNCTION}:{int(time.time() / COALESCE_S)}"
+                self._function,
+                _job_id=f"{self._function}:{int(time.time() / COALESCE_S)}",
+                **self._queue,
             )
         except Exception:
             self._breaker.failed()
-            log.warning("could not wake the scoring workers (Redis); they will poll")
+            log.warning("could not enqueue %s (Redis); the workers will poll", self._function)
 
 
 class NoWaker:

@@ -48,6 +48,23 @@ __all__ = [
 ]
 
 
+def check_may_open(
+    principal: Principal, *, mode: SessionMode, n_items: int | None, limits: SessionLimits
+) -> None:
+    """Refuse (403) a mode ``principal``'s role may not open and a non-default ``n_items``
+    from a role that may not size sessions, (422) an ``n_items`` out of range. Runs ask
+    this before they are queued, sessions when they open."""
+    spec = mode_spec(mode)
+    needed = spec.traits.open_permission
+    if needed is not None and not principal.can(needed):
+        raise Forbidden(spec.refusal)
+    if n_items is not None and n_items != limits.default_items:
+        if not principal.can(Permission.SESSIONS_SIZE):
+            raise Forbidden("only admins and evaluators may choose n_items")
+        if not 1 <= n_items <= limits.max_items:
+            raise InvalidInput(f"n_items must be between 1 and {limits.max_items}, got {n_items}")
+
+
 async def create_session(
     db: AsyncSession,
     *,
@@ -74,14 +91,7 @@ async def create_session(
     spec = mode_spec(mode)
     options = SessionOptions(adaptive=adaptive_request, item_set=item_set)
     spec.check_options(options)
-    needed = spec.traits.open_permission
-    if needed is not None and not principal.can(needed):
-        raise Forbidden(spec.refusal)
-    if n_items is not None and n_items != limits.default_items:
-        if not principal.can(Permission.SESSIONS_SIZE):
-            raise Forbidden("only admins and evaluators may choose n_items")
-        if not 1 <= n_items <= limits.max_items:
-            raise InvalidInput(f"n_items must be between 1 and {limits.max_items}, got {n_items}")
+    check_may_open(principal, mode=mode, n_items=n_items, limits=limits)
     n = n_items or limits.default_items
     model = await get_model(db, principal=principal, model_id=model_id)
     org_id = model.org_id

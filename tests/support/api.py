@@ -53,6 +53,8 @@ def test_settings(db_url: str, redis_url: str | None = None, **overrides: Any) -
         "auth_failures_per_minute": 100_000,
         "max_concurrent_sessions": 50,
         "max_sessions_per_period": 1000,
+        # runs are driven only where a test asks for it (they open sessions of the bank)
+        "runs_in_process": False,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)

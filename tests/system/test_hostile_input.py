@@ -362,6 +362,8 @@ BODIES: dict[tuple[str, str], BodyFactory] = {
         "stop": ["</s>"],
         "secret_headers": {"Authorization": "Bearer sk-probe-0123456789"},
     },
+    # the model's endpoint is set first (``Env.base``); no worker drives runs here
+    ("POST", "/v1/runs"): lambda env, role: {"model_id": str(env.world.a.model_id)},
     ("POST", "/v1/sessions"): lambda env, role: {
         "model_id": str(env.world.a.model_id),
         **({"n_items": 1} if role == "admin" else {}),  # vendors get the default (1 here)
@@ -614,6 +616,19 @@ class Env:
         response = self.helper("PUT", path, body, self.headers[role])
         assert response.status_code == 200, response.text
 
+    def run_to(self, action: str, role: str) -> str:
+        """A fresh run of the role's organisation that ``action`` (pause, resume, cancel)
+        may move (a paused one to resume)."""
+        self.set_endpoint(role)
+        body = {"model_id": str(self.world.a.model_id)}
+        started = self.helper("POST", "/v1/runs", body, self.headers[role])
+        assert started.status_code == 201, started.text
+        run_id = str(started.json()["id"])
+        if action == "resume":
+            paused = self.helper("POST", f"/v1/runs/{run_id}/pause", None, self.headers[role])
+            assert paused.status_code == 200, paused.text
+        return run_id
+
     def calibration_set(self) -> str:
         """A calibration set's id (``seed_reviewed_answer`` froze one)."""
         response = self.helper("GET", "/v1/admin/calibration-sets", None, self.headers["admin"])
@@ -660,9 +675,11 @@ class Env:
                 values[name] = str(self.review_task())
             elif name == "set_id":
                 values[name] = self.calibration_set()
+            elif name == "run_id":
+                values[name] = self.run_to(route.path.rsplit("/", 1)[-1], role)
             else:
                 raise AssertionError(f"no valid value for path parameter {name} of {route.id}")
-        if route.path.startswith(ENDPOINT) and route.method != "PUT":
+        if (route.path.startswith(ENDPOINT) and route.method != "PUT") or route.path == "/v1/runs":
             self.set_endpoint(role)
         body = None
         if route.body is not None:

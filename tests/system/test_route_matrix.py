@@ -64,6 +64,14 @@ INTENDED: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/models/{model_id}/endpoint"): ALL,
     ("DELETE", "/v1/models/{model_id}/endpoint"): WRITERS,
     ("POST", "/v1/models/{model_id}/endpoint/check"): WRITERS,
+    # runs the server drives: started, paused, resumed and cancelled by whoever opens
+    # sessions; read by whoever reads them
+    ("POST", "/v1/runs"): WRITERS,
+    ("GET", "/v1/runs"): ALL,
+    ("GET", "/v1/runs/{run_id}"): ALL,
+    ("POST", "/v1/runs/{run_id}/pause"): WRITERS,
+    ("POST", "/v1/runs/{run_id}/resume"): WRITERS,
+    ("POST", "/v1/runs/{run_id}/cancel"): WRITERS,
     ("POST", "/v1/sessions"): WRITERS,
     ("GET", "/v1/sessions"): ALL,
     ("GET", "/v1/sessions/{session_id}"): ALL,
@@ -277,6 +285,39 @@ async def _check_endpoint(m: Matrix, role: str | None) -> Call:
     return Call(await _endpoint_set(m) + "/check")
 
 
+async def _start_run(m: Matrix, role: str | None) -> Call:
+    await _endpoint_set(m)
+    return Call("/v1/runs", {"model_id": str(m.world.a.model_id)})
+
+
+async def _run_path(m: Matrix) -> str:
+    """A fresh run of organisation A's model (started as an admin); its URL."""
+    await _endpoint_set(m)
+    body = {"model_id": str(m.world.a.model_id)}
+    started = await m.client.post("/v1/runs", json=body, headers=m.headers["admin"])
+    assert started.status_code == 201, started.text
+    return f"/v1/runs/{started.json()['id']}"
+
+
+async def _run(m: Matrix, role: str | None) -> Call:
+    return Call(await _run_path(m))
+
+
+async def _pause_run(m: Matrix, role: str | None) -> Call:
+    return Call(await _run_path(m) + "/pause")
+
+
+async def _resume_run(m: Matrix, role: str | None) -> Call:
+    path = await _run_path(m)
+    paused = await m.client.post(path + "/pause", headers=m.headers["admin"])
+    assert paused.status_code == 200, paused.text
+    return Call(path + "/resume")
+
+
+async def _cancel_run(m: Matrix, role: str | None) -> Call:
+    return Call(await _run_path(m) + "/cancel")
+
+
 async def _create(m: Matrix, role: str | None) -> Call:
     # no n_items: vendors may not choose it, and the table says vendors may create
     return Call("/v1/sessions", {"model_id": str(m.world.a.model_id)})
@@ -422,8 +463,14 @@ PREPARE: dict[tuple[str, str], Prepare] = {
     ("GET", "/v1/models/{model_id}/endpoint"): _endpoint,
     ("DELETE", "/v1/models/{model_id}/endpoint"): _endpoint,
     ("POST", "/v1/models/{model_id}/endpoint/check"): _check_endpoint,
+    ("POST", "/v1/runs"): _start_run,
+    ("GET", "/v1/runs/{run_id}"): _run,
+    ("POST", "/v1/runs/{run_id}/pause"): _pause_run,
+    ("POST", "/v1/runs/{run_id}/resume"): _resume_run,
+    ("POST", "/v1/runs/{run_id}/cancel"): _cancel_run,
     ("POST", "/v1/sessions"): _create,
     ("GET", "/v1/sessions"): static("/v1/sessions"),
+    ("GET", "/v1/runs"): static("/v1/runs"),
     ("GET", "/v1/sessions/{session_id}"): _read,
     ("GET", "/v1/sessions/{session_id}/next"): _next,
     ("POST", "/v1/sessions/{session_id}/answers"): _answer,

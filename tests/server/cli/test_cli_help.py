@@ -21,6 +21,8 @@ GROUPS = (
     "simulate",
     "run",
     "endpoints",
+    "runs",
+    "run-worker",
     "fake-llm",
     "demo",
     "serve",
@@ -34,6 +36,7 @@ COMMANDS_OF_GROUP = {
     "review": {"list", "show", "score", "skip", "agreement"},
     "audit": {"verify"},
     "endpoints": {"set", "show", "delete", "check"},
+    "runs": {"start", "show", "list", "pause", "resume", "cancel"},
 }
 """The sub-commands each group has at least."""
 ROOT_SUMMARY = "Proctor: a live, dynamic evaluation server for LLMs."

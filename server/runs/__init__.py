@@ -1,0 +1,1 @@
+"""Evaluation runs the server drives: a model's endpoint taken through sessions by workers."""
