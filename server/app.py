@@ -161,7 +161,13 @@ async def running_runs(runtime: Runtime, app: FastAPI) -> AsyncIterator[None]:
         return
     event = asyncio.Event()
     api = ApiTarget(IN_PROCESS_URL, httpx.ASGITransport(app=app))
-    worker = RunWorker(engine=runtime.engine, settings=settings, codec=runtime.codec, api=api)
+    worker = RunWorker(
+        engine=runtime.engine,
+        settings=settings,
+        codec=runtime.codec,
+        api=api,
+        counters=runtime.limiter.counters,
+    )
     runtime.run_waker = EventWaker(event)
     task = asyncio.create_task(worker.run_forever(event), name="run-worker")
     try:

@@ -45,9 +45,7 @@ def wake_worker(
     )
 
 
-async def supervise(
-    redis_url: str, wake: asyncio.Event, *, function: str, queue_name: str
-) -> None:
+async def supervise(redis_url: str, wake: asyncio.Event, *, function: str, queue_name: str) -> None:
     """Keep a ``wake_worker`` running, restarting it whenever Redis drops it."""
     while True:
         worker = wake_worker(redis_url, wake, function=function, queue_name=queue_name)

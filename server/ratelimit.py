@@ -29,9 +29,9 @@ REDIS_SKIP_S = 5.0
 
 
 class Counters(Protocol):
-    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
-        """Increment each of ``keys`` in the current window of ``window_s`` seconds; return
-        their counts (0 each if the counters are unavailable)."""
+    async def incr(self, keys: Sequence[str], window_s: int, amount: int = 1) -> list[int]:
+        """Add ``amount`` to each of ``keys`` in the current window of ``window_s`` seconds;
+        return their counts (0 each if the counters are unavailable)."""
         ...
 
 
@@ -49,12 +49,12 @@ class MemoryCounters:
             self._window[window_s] = window
             self._counts = {k: v for k, v in self._counts.items() if not k.endswith(f"|{window_s}")}
 
-    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
+    async def incr(self, keys: Sequence[str], window_s: int, amount: int = 1) -> list[int]:
         self._roll(window_s)
         counts = []
         for key in keys:
             full = f"{key}|{window_s}"
-            self._counts[full] = self._counts.get(full, 0) + 1
+            self._counts[full] = self._counts.get(full, 0) + amount
             counts.append(self._counts[full])
         return counts
 
@@ -77,14 +77,14 @@ class RedisCounters:
     def _full(self, key: str, window_s: int) -> str:
         return f"proctor:rl:{key}:{window_s}:{int(self._clock() // window_s)}"
 
-    async def incr(self, keys: Sequence[str], window_s: int) -> list[int]:
+    async def incr(self, keys: Sequence[str], window_s: int, amount: int = 1) -> list[int]:
         if not self._breaker.allows():
             return [0] * len(keys)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for key in keys:
                     full = self._full(key, window_s)
-                    pipe.incr(full)
+                    pipe.incrby(full, amount)
                     pipe.expire(full, window_s + 1)
                 replies = await pipe.execute()
         except (RedisError, OSError) as error:

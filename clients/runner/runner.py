@@ -51,6 +51,8 @@ from clients.sdk import (
     FinishReason,
     Item,
     ProctorError,
+    QuotaExhaustedError,
+    RateLimitError,
     Session,
     SessionInUseError,
     SessionMode,
@@ -119,6 +121,8 @@ class SessionOutcome:
     """The kind of the model's failure that stopped the session, if one did."""
     stopped: str | None = None
     """Why driving stopped early without an error (a ``CallGate`` said so)."""
+    open_refused: bool = False
+    """The session could not be opened for now (a quota: 409 or 429); a later try may."""
 
     @property
     def finished(self) -> bool:
@@ -279,7 +283,13 @@ class Runner:
                         adaptive=self.config.adaptive,
                     )
                 except ProctorError as error:
-                    return SessionOutcome("", 0, 0, error=f"opening a session: {error}")
+                    return SessionOutcome(
+                        "",
+                        0,
+                        0,
+                        error=f"opening a session: {error}",
+                        open_refused=isinstance(error, QuotaExhaustedError | RateLimitError),
+                    )
                 await self.book.opened(session, adopted=False)
                 return await self._drive(session, resumed=False)
 

@@ -30,7 +30,7 @@ from server.config import Settings
 from server.database import create_engine, session_factory
 from server.key_files import create_owner_only
 from server.ledger.signing import load_signing_key, shared_key_warning
-from server.ratelimit import MemoryCounters, RateLimiter, RedisCounters
+from server.ratelimit import Counters, MemoryCounters, RateLimiter, RedisCounters
 from server.scoring.assignment import JudgeAssignment
 from server.scoring.wakeup import NoWaker, Waker
 from server.sessions.limits import SessionLimits
@@ -105,6 +105,19 @@ def _embedded_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def shared_counters(settings: Settings) -> tuple[Redis | None, Counters]:
+    """The Redis client of ``settings`` (None without one) and the counters on it (in
+    process without Redis): the API's rate limits, the run workers' pacing."""
+    if not settings.redis_url:
+        return None, MemoryCounters()
+    redis = Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+    )
+    return redis, RedisCounters(redis)
+
+
 def token_codec(settings: Settings) -> TokenCodec:
     """The codec of the configured keys and token policy (the API's, a run worker's)."""
     return TokenCodec(
@@ -143,16 +156,7 @@ def build_runtime(settings: Settings) -> Runtime:
         if settings.is_embedded
         else create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=False)
     )
-    redis = (
-        Redis.from_url(
-            settings.redis_url,
-            socket_timeout=settings.redis_timeout_s,
-            socket_connect_timeout=settings.redis_timeout_s,
-        )
-        if settings.redis_url
-        else None
-    )
-    counters = RedisCounters(redis) if redis is not None else MemoryCounters()
+    redis, counters = shared_counters(settings)
     if (warning := shared_key_warning(settings)) is not None:
         log.warning(warning)
     return Runtime(

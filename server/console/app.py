@@ -22,6 +22,7 @@ from server.console.pages import (
     orgs,
     overview,
     review,
+    runs,
     sessions,
 )
 from server.console.security import CONSOLE_PREFIX, ConsoleHeaders
@@ -37,6 +38,7 @@ PAGES: tuple[ConsolePage, ...] = (
     models,
     model_endpoints,
     sessions,
+    runs,
     bank,
     judges,
     review,

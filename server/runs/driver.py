@@ -32,14 +32,16 @@ from clients.runner.adapters import TemplateName, get_adapter
 from clients.runner.prompts import Paradigm
 from clients.runner.runner import RunConfig, Runner, SessionOutcome, StopDriving
 from clients.sdk import AsyncProctorClient, Session, SessionMode
-from clients.sdk.types import ModelApi
+from clients.sdk.types import CallFailure, ModelApi
 from server.auth.permissions import Principal, Role
 from server.auth.tokens import TokenCodec
 from server.config import Settings
 from server.database import unit_of_work
 from server.model_endpoints.calls import chat_client
 from server.model_endpoints.service import EndpointRecord, get_endpoint
+from server.ratelimit import Counters
 from server.runs.models import Run, RunSlot
+from server.runs.pacing import EndpointPace
 from server.runs.slots import SlotEnd, SlotWork
 from server.runs.states import SlotState
 
@@ -96,11 +98,14 @@ class RunGate:
     work: SlotWork
     record: EndpointRecord
     system_prompt_bytes: int
+    pace: EndpointPace
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     stop_reason: str = STOP_PAUSED
     failures: Counter[str] = field(default_factory=Counter)
 
     async def admit(self, prompt: str) -> float:
+        if self.pace.paced:
+            await self.pace.wait_turn(self.stop.is_set)
         if self.stop.is_set():
             raise StopDriving(self.stop_reason)
         cap = self.work.cost_cap_usd
@@ -123,6 +128,7 @@ class RunGate:
         cost = result.cost if result else 0.0
         if result is not None and ticket and prompt_tokens + completion_tokens == 0:
             cost = ticket  # the model reported no usage: charge the most it could cost
+        await self.pace.spent(prompt_tokens + completion_tokens)
         async with unit_of_work(self.engine) as db:
             await db.execute(
                 update(Run)
@@ -199,6 +205,7 @@ async def drive_slot(
     settings: Settings,
     codec: TokenCodec,
     api: ApiTarget,
+    counters: Counters,
     gate_of: Any = None,
 ) -> SlotEnd:
     """Drive ``work``'s session to its end (or until its gate stops it); how it ended.
@@ -218,7 +225,11 @@ async def drive_slot(
         return token, float(claims.exp - claims.iat)
 
     system_bytes = len((record.endpoint.system_prompt or "").encode()) + 1024
-    gate = RunGate(engine, work, record, system_bytes)
+    endpoint = record.endpoint
+    pace = EndpointPace(
+        counters, work.model_id, endpoint.requests_per_minute, endpoint.tokens_per_minute
+    )
+    gate = RunGate(engine, work, record, system_bytes, pace)
     if gate_of is not None:
         gate_of(gate)
     events = RunEvents(gate.failures)
@@ -247,6 +258,10 @@ async def drive_slot(
         return SlotEnd(SlotState.STOPPED, stop=STOP_COST_CAP)
     if outcome.stopped is not None:
         return SlotEnd(SlotState.WAITING, stop=outcome.stopped)
+    if outcome.failure is CallFailure.DEFERRED or outcome.open_refused:
+        # the provider asked to wait (Retry-After), or a quota kept the session from
+        # opening: the slot waits and is tried again
+        return SlotEnd(SlotState.WAITING, error=redact(outcome.error or "")[:2000])
     if outcome.error is not None:
         return SlotEnd(SlotState.FAILED, error=redact(outcome.error)[:2000])
     return SlotEnd(SlotState.DONE)

@@ -23,16 +23,18 @@ RUN_QUEUE = "proctor:runs"
 
 async def run_worker_process(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Drive runs until cancelled or ``stop`` is set; then the slots in hand go back."""
-    from server.api.runtime import token_codec
+    from server.api.runtime import shared_counters, token_codec
     from server.runs.driver import ApiTarget
     from server.runs.worker import RunWorker
 
     engine = create_engine(settings.effective_database_url, pool_size=10, max_overflow=10)
+    redis, counters = shared_counters(settings)  # the endpoints' pace, over every worker
     worker = RunWorker(
         engine=engine,
         settings=settings,
         codec=token_codec(settings),
         api=ApiTarget(settings.run_api_url.rstrip("/")),
+        counters=counters,
     )
     wake = asyncio.Event()
     tasks = [asyncio.create_task(worker.run_forever(wake), name="run-loop")]
@@ -52,3 +54,5 @@ async def run_worker_process(settings: Settings, stop: asyncio.Event | None = No
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await engine.dispose()
+        if redis is not None:
+            await redis.aclose()

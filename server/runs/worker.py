@@ -27,6 +27,7 @@ from clients.sdk.types import SessionState
 from server.auth.tokens import TokenCodec
 from server.config import Settings
 from server.database import unit_of_work
+from server.ratelimit import Counters
 from server.runs import claims
 from server.runs.driver import ApiTarget, RunGate, drive_slot
 from server.runs.models import Run, RunSlot
@@ -47,9 +48,16 @@ class RunWorker:
     """Drives run slots, at most ``settings.run_slots_per_worker`` at once."""
 
     def __init__(
-        self, *, engine: AsyncEngine, settings: Settings, codec: TokenCodec, api: ApiTarget
+        self,
+        *,
+        engine: AsyncEngine,
+        settings: Settings,
+        codec: TokenCodec,
+        api: ApiTarget,
+        counters: Counters,
     ) -> None:
         self.engine = engine
+        self.counters = counters
         self.settings = settings
         self.codec = codec
         self.api = api
@@ -127,6 +135,7 @@ class RunWorker:
                 settings=self.settings,
                 codec=self.codec,
                 api=self.api,
+                counters=self.counters,
                 gate_of=lambda gate: self._gates.__setitem__(key, gate),
             )
             gate = self._gates.get(key)

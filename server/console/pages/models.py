@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
@@ -44,6 +45,9 @@ from server.registry.service import (
     model_session_counts,
     model_sessions,
 )
+from server.runs.progress import run_out
+from server.runs.schemas import RunOut
+from server.runs.service import list_runs
 from server.scoring.visibility import visible_state
 from server.sessions.models import EvalSession
 from server.sessions.modes import mode_spec
@@ -129,6 +133,22 @@ async def endpoint_of(
         return await get_endpoint(db, principal=principal, model_id=model_id)
     except NotFound:
         return None
+
+
+LATEST_RUNS = 5
+"""Runs of the model its page lists (the Runs page has them all)."""
+
+
+async def latest_runs(
+    db: AsyncSession, runtime: Runtime, principal: Principal, model_id: uuid.UUID
+) -> list[RunOut]:
+    """The model's newest runs as ``principal`` reads them (none without the right)."""
+    if not principal.can(Permission.SESSIONS_READ):
+        return []
+    records = await list_runs(db, principal=principal, model_id=model_id, limit=LATEST_RUNS)
+    now = datetime.now(UTC)
+    default = runtime.limits.default_items
+    return [run_out(r, principal=principal, default_items=default, now=now) for r in records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +241,7 @@ async def render_model(
         title=f"Model {model.name}",
         model=model,
         endpoint=await endpoint_of(db, principal, model.id),
+        runs=await latest_runs(db, runtime, principal, model.id),
         endpoint_choices=CHOICES,
         endpoint_view=endpoint_view,
         org=orgs.get(model.org_id) if orgs is not None else None,

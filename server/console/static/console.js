@@ -1,9 +1,10 @@
 // Proctor console: our own script, loaded from /console/static (the policy forbids inline
-// script). Three behaviours, all opt-in by data attributes:
+// script). Four behaviours, all opt-in by data attributes:
 //   data-live="URL"       live figures over Server-Sent Events: each message is a JSON object
 //                         whose keys name [data-field] elements inside; event "end" closes.
 //   data-confirm="TEXT"   a form asks before it is sent.
 //   data-busy="TEXT"      a form's submit button shows TEXT and is disabled while it is sent.
+//   data-refresh="S"      the page is read again after S seconds (a list of live runs).
 "use strict";
 
 function followLive(root) {
@@ -26,6 +27,11 @@ function followLive(root) {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-live]").forEach(followLive);
+  const refresh = document.querySelector("[data-refresh]");
+  if (refresh) {
+    const seconds = Math.max(1, Number(refresh.dataset.refresh) || 5);
+    setTimeout(() => window.location.reload(), seconds * 1000);
+  }
   document.querySelectorAll("form[data-confirm]").forEach((form) => {
     form.addEventListener("submit", (event) => {
       if (!window.confirm(form.dataset.confirm)) event.preventDefault();
