@@ -15,9 +15,11 @@ import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
 from clients.sdk import AsyncProctorClient
+from fakellm.app import ServerConfig
 from judge.prompts import PROMPT_VERSION
 from tests.support.browser_fixtures import JUDGE, ConsoleSite, screenshot_path
 from tests.support.factories import mc_record
+from tests.support.fake_llm import running_fake_llm
 from tests.support.review import add_task, add_verdict, reviewer_key
 from tests.support.scored import seed_scores
 
@@ -277,3 +279,31 @@ async def test_create_an_organisation_a_key_shown_once_then_revoke_it(
         await shot(page, "org-key-revoked")
         refused = await client.post("/v1/auth/token", json={"api_key": key})
         assert refused.status_code == 401
+
+
+async def test_evaluate_a_model_from_its_page_and_watch_the_run_finish(
+    browser_context: BrowserContext, console_site: ConsoleSite
+) -> None:
+    world = console_site.world
+    page = await browser_context.new_page()
+    await log_in(page, world.a.keys["admin"])
+    with running_fake_llm(ServerConfig(api_key="sk-browser-run-77aa")) as llm:
+        await page.goto(f"/console/models/{world.a.model_id}")
+        await page.fill("input[name=base_url]", llm.base_url)
+        await page.fill("input[name=model]", "model-strong")
+        await page.fill("input[name=secret_value]", "Bearer sk-browser-run-77aa")
+        await page.click("button:has-text('Save endpoint')")
+        await expect(page.locator("main")).to_contain_text("Endpoint saved.")
+        await page.click("button:has-text('Check the endpoint')")
+        await expect(page.locator("main")).to_contain_text("The endpoint answered")
+        assert "sk-browser-run-77aa" not in await page.content()
+        await shot(page, "model-endpoint")
+        await page.fill("section[aria-label=Evaluate] input[name=sessions]", "3")
+        await page.fill("section[aria-label=Evaluate] input[name=n_items]", "2")
+        await page.click("button:has-text('Evaluate')")
+        await expect(page.locator("main")).to_contain_text("Run started")
+        row = page.locator("tr[data-run]").first
+        await expect(row.locator("[data-field=state]")).to_have_text("finished", timeout=60_000)
+        await expect(row.locator("[data-field=items]")).to_have_text("6 / 6")
+        await shot(page, "run-finished")
+        assert llm.stats()["requests"] == 6 + 1  # each item once, and the check

@@ -88,7 +88,15 @@ def test_app_containers_are_read_only_and_unprivileged(
     services: dict[str, dict[str, Any]],
 ) -> None:
     apps = _app_services(services)
-    assert apps.keys() == {"migrate", "api-1", "api-2", "worker-1", "worker-2", "scheduler"}
+    assert apps.keys() == {
+        "migrate",
+        "api-1",
+        "api-2",
+        "worker-1",
+        "worker-2",
+        "run-worker",
+        "scheduler",
+    }
     for name, service in apps.items():
         assert service["read_only"] is True, name
         assert service["user"] == APP_USER, name

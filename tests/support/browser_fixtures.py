@@ -92,6 +92,11 @@ async def console_site(
         "PROCTOR_MAX_CONCURRENT_SESSIONS": "50",
         "PROCTOR_MAX_SESSIONS_PER_PERIOD": "1000",
         "PROCTOR_LEADERBOARD_RESAMPLES": "200",
+        # runs started from the console are driven by the server itself, calling the fake
+        # LLM server the flows start on 127.0.0.1
+        "PROCTOR_RUNS_IN_PROCESS": "true",
+        "PROCTOR_RUN_POLL_S": "0.5",
+        "PROCTOR_EGRESS_ALLOW": '["127.0.0.1"]',
         # a judge whose verdicts tests write themselves (nothing scores: with Redis and no
         # ``proctor judge worker`` running, answers wait in the outbox)
         "PROCTOR_JUDGES": json.dumps(

@@ -173,3 +173,32 @@ async def pause_resume_and_cancel(
     after = (await client.get(f"/v1/runs/{second['id']}", headers=evaluator)).json()
     assert after["state"] == "cancelled"
     assert all(p["state"] in (None, "aborted") for p in after["progress"]), after
+
+
+async def test_every_run_and_endpoint_change_is_audited_under_its_key(
+    api: tuple[httpx.AsyncClient, World, FakeLlm],
+) -> None:
+    client, world, llm = api
+    evaluator = await login(client, world.a.keys["evaluator"])
+    await set_endpoint(client, world, llm, evaluator)
+    body = {"model_id": str(world.a.model_id), "n_items": 2}
+    run = (await client.post("/v1/runs", json=body, headers=evaluator)).json()
+    await client.post(f"/v1/runs/{run['id']}/pause", headers=evaluator)
+    await client.post(f"/v1/runs/{run['id']}/cancel", headers=evaluator)
+    admin = await login(client, world.a.keys["admin"])
+    wanted = {
+        ("PUT", "/v1/models/{model_id}/endpoint"),
+        ("POST", "/v1/runs"),
+        ("POST", "/v1/runs/{run_id}/pause"),
+        ("POST", "/v1/runs/{run_id}/cancel"),
+    }
+    deadline = time.monotonic() + 10
+    while True:
+        rows = (await client.get("/v1/admin/audit?limit=1000", headers=admin)).json()
+        seen = {(r["method"], r["route"]): r for r in rows if (r["method"], r["route"]) in wanted}
+        if seen.keys() == wanted or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert seen.keys() == wanted
+    subjects = {row["subject"] for row in seen.values()}
+    assert len(subjects) == 1 and None not in subjects  # the evaluator's key
