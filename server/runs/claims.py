@@ -56,12 +56,15 @@ async def claim_slots(
         return []
     by_org, by_run, by_model = await _driving(db, now)
     limits = await _concurrency(db, {run.model_id for _, run in rows})
-    order = sorted(
-        rows, key=lambda row: (by_org[row[1].org_id], by_run[row[1].id], row[1].created_at)
-    )
+    left: list[tuple[RunSlot, Run]] = [(slot, run) for slot, run in rows]
     claimed: list[SlotWork] = []
-    for slot, run in order:
-        if len(claimed) == n or by_model[run.model_id] >= limits.get(run.model_id, 0):
+    while left and len(claimed) < n:
+        # the next slot goes to the organisation, then the run, with the fewest driven now
+        slot, run = min(
+            left, key=lambda row: (by_org[row[1].org_id], by_run[row[1].id], row[1].created_at)
+        )
+        left.remove((slot, run))
+        if by_model[run.model_id] >= limits.get(run.model_id, 0):
             continue
         if not await _take(db, slot, owner=owner, now=now, lease_s=lease_s):
             continue
