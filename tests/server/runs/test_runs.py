@@ -202,3 +202,25 @@ async def test_every_run_and_endpoint_change_is_audited_under_its_key(
     assert seen.keys() == wanted
     subjects = {row["subject"] for row in seen.values()}
     assert len(subjects) == 1 and None not in subjects  # the evaluator's key
+
+
+async def test_a_run_resumes_when_the_server_starts_again(world_db: tuple[str, World]) -> None:
+    db_url, world = world_db
+    settings = test_settings(
+        db_url, egress_allow=["127.0.0.1"], runs_in_process=True, run_poll_s=0.2, run_lease_s=5
+    )
+    with running_fake_llm(ServerConfig(api_key=KEY, latency_ms=100)) as slow:
+        async with running_api(settings) as (_, client):
+            evaluator = await login(client, world.a.keys["evaluator"])
+            await set_endpoint(client, world, slow, evaluator)
+            body = {"model_id": str(world.a.model_id), "sessions": 2, "n_items": 6}
+            run = (await client.post("/v1/runs", json=body, headers=evaluator)).json()
+            await wait_for(client, run["id"], evaluator, {"running"})
+            await asyncio.sleep(0.5)
+        # the server stopped mid-run; its slots were given back as it stopped
+        async with running_api(settings) as (_, client):
+            evaluator = await login(client, world.a.keys["evaluator"])
+            done = await wait_for(client, run["id"], evaluator, {"finished", "failed"})
+        asked = slow.stats()["requests"]
+    assert (done["state"], done["items_done"]) == ("finished", 12), done
+    assert 12 <= asked <= 12 + 2  # at most the two calls in flight at the stop, again
