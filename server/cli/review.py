@@ -21,6 +21,7 @@ from rich.table import Table
 from server.cli.groups import group, group_registrar
 from server.cli.options import JsonFlag
 from server.cli.output import fail, stdout, table_console
+from server.cli.remote import ApiKey, ServerUrl
 from server.review.schemas import MAX_REVIEW_NOTE
 from server.review.states import ReviewReason
 
@@ -32,14 +33,6 @@ app = group(
 )
 register = group_registrar(app)
 
-ServerUrl = Annotated[
-    str,
-    typer.Option("--server", envvar="PROCTOR_SERVER_URL", help="Proctor's base URL."),
-]
-ApiKey = Annotated[
-    str,
-    typer.Option("--api-key", envvar="PROCTOR_API_KEY", help="Your Proctor API key."),
-]
 TaskId = Annotated[int, typer.Argument(min=1, help="The task id (from list).")]
 TIMEOUT_S = 30.0
 
