@@ -38,6 +38,9 @@ from server.sessions.service import end_session
 from server.sessions.states import OPEN_STATE_VALUES
 
 log = logging.getLogger(__name__)
+END_CHECK_EVERY = 10
+"""Steps between checks for ended runs when this worker gave no slot back (another worker's
+slots end runs too)."""
 RETRY_OPEN_S = 30.0
 """How long a slot whose session could not open yet (a quota) waits before a new try."""
 
@@ -65,6 +68,9 @@ class RunWorker:
         self._tasks: dict[SlotKey, asyncio.Task[None]] = {}
         self._gates: dict[SlotKey, RunGate] = {}
         self._work_done = asyncio.Event()
+        self._released = False
+        """A slot was given back since the runs were last checked for their end."""
+        self._steps = 0
 
     @property
     def driving(self) -> int:
@@ -110,7 +116,10 @@ class RunWorker:
         for work in claimed:
             key = (work.run_id, work.index)
             self._tasks[key] = asyncio.create_task(self._drive(work), name=f"run-slot-{key}")
-        await self._end_runs(now)
+        self._steps += 1
+        if self._released or self._steps % END_CHECK_EVERY == 1:
+            self._released = False
+            await self._end_runs(now)
 
     async def _renew(self, now: datetime) -> None:
         if not self._tasks:
@@ -154,6 +163,7 @@ class RunWorker:
             await claims.release(
                 db, owner=self.owner, work=work, end=end, failures=failures, not_before=not_before
             )
+        self._released = True
         self._work_done.set()
 
     async def _end_runs(self, now: datetime) -> None:

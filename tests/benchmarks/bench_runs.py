@@ -4,7 +4,7 @@ Run (not collected by pytest)::
 
     cd /work/main && . .venv/bin/activate
     python tests/benchmarks/bench_runs.py [--sessions 8] [--items 25] [--workers 1,2,4]
-        [--slow-sessions 200] [--slow-items 2] [--slow-latency-ms 500]
+        [--slow-sessions 200] [--slow-items 6] [--slow-latency-ms 500]
 
 It starts its own PostgreSQL and Redis (``tests.support.services``), migrates, seeds a bank
 big enough for every session of every phase (one organisation: no item is served twice),
@@ -31,20 +31,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
+
 from tests.support import services
 from tests.support.api import JWT_SECRET, World, login, seed_world
-from tests.support.bank_keys import TEST_BANK_KEYS
+from tests.support.bank_keys import TEST_BANK_KEYS, install_test_keyring
 from tests.support.cpu_time import process_cpu_s
 from tests.support.fake_llm import FakeLlmProcess, start_fake_llm_process
 from tests.support.paths import REPO_ROOT
@@ -57,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--items", type=int, default=25)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--slow-sessions", type=int, default=200)
-    parser.add_argument("--slow-items", type=int, default=2)
+    parser.add_argument("--slow-items", type=int, default=6)
     parser.add_argument("--slow-latency-ms", type=float, default=500.0)
     return parser.parse_args()
 
@@ -109,19 +113,43 @@ async def set_endpoint(
     put.raise_for_status()
 
 
+@dataclass
+class Timing:
+    wall_s: float
+    answers: int
+    opened_s: float
+    """Seconds until every session of the run was open."""
+    answers_when_opened: int
+
+    @property
+    def rate(self) -> float:
+        return self.answers / self.wall_s
+
+    @property
+    def steady_rate(self) -> float:
+        """Answers per second once every session was open."""
+        after = self.wall_s - self.opened_s
+        return (self.answers - self.answers_when_opened) / after if after > 0 else math.nan
+
+
 async def timed_run(
     client: httpx.AsyncClient, world: World, headers: Any, sessions: int, items: int
-) -> tuple[float, int]:
-    """Start a run and wait for its end: wall seconds and answers."""
+) -> Timing:
+    """Start a run and wait for its end."""
     body = {"model_id": str(world.a.model_id), "sessions": sessions, "n_items": items}
     started = time.monotonic()
     run = (await client.post("/v1/runs", json=body, headers=headers)).json()
+    opened: tuple[float, int] | None = None
     while run["state"] not in ("finished", "failed", "cancelled"):
         await asyncio.sleep(0.1)
         run = (await client.get(f"/v1/runs/{run['id']}", headers=headers)).json()
+        if opened is None and all(p["session_id"] for p in run["progress"]):
+            opened = (time.monotonic() - started, int(run["items_done"]))
     if run["state"] != "finished":
         raise RuntimeError(f"run ended {run['state']}: {run['stop_reason']}")
-    return time.monotonic() - started, int(run["items_done"])
+    wall = time.monotonic() - started
+    opened = opened or (wall, int(run["items_done"]))
+    return Timing(wall, int(run["items_done"]), opened[0], opened[1])
 
 
 def cpu(procs: list[subprocess.Popen[bytes]]) -> float:
@@ -155,6 +183,7 @@ async def phases(args: argparse.Namespace, workdir: Path) -> None:
             headers = await login(client, world.a.keys["evaluator"])
             await set_endpoint(client, world, headers, fast.base_url, concurrency=256)
             print(f"1. zero-latency model: {args.sessions} sessions x {args.items} items a run")
+            phases_cpu: dict[int, tuple[tuple[float, float], int]] = {}
             for count in worker_counts:
                 worker_env = {**env, "PROCTOR_RUN_API_URL": url, "PROCTOR_RUN_POLL_S": "0.2"}
                 workers = [
@@ -163,17 +192,18 @@ async def phases(args: argparse.Namespace, workdir: Path) -> None:
                 ]
                 await asyncio.sleep(3)  # started and listening
                 before = (cpu(workers), process_cpu_s(server.pid))
-                wall, answers = await timed_run(client, world, headers, args.sessions, args.items)
+                timing = await timed_run(client, world, headers, args.sessions, args.items)
                 used = (cpu(workers) - before[0], process_cpu_s(server.pid) - before[1])
                 stop(workers)
+                answers = timing.answers
                 print(
-                    f"   {count} worker(s): {answers / wall:7.1f} answers/s "
-                    f"({answers} in {wall:.1f} s); CPU per answer: workers "
+                    f"   {count} worker(s): {timing.rate:7.1f} answers/s "
+                    f"({answers} in {timing.wall_s:.1f} s); CPU per answer: workers "
                     f"{1000 * used[0] / answers:.2f} ms, server {1000 * used[1] / answers:.2f} ms"
                 )
-                last_runs = used, answers
+                phases_cpu[count] = (used, answers)
             # blocking: nothing else runs meanwhile
-            client_side(args, env, url, world, server, fast, last_runs, workdir)
+            client_side(args, env, url, world, server, fast, phases_cpu, workdir)
             await slow_phase(args, env, url, world, client, headers, workdir)
 
 
@@ -184,7 +214,7 @@ def client_side(
     world: World,
     server: subprocess.Popen[bytes],
     fast: FakeLlmProcess,
-    runs: tuple[tuple[float, float], int],
+    runs: dict[int, tuple[tuple[float, float], int]],
     workdir: Path,
 ) -> None:
     """The same load driven by ``proctor run``: CPU per answer of the client and server."""
@@ -209,23 +239,18 @@ def client_side(
     wall = time.monotonic() - started
     server_cpu = process_cpu_s(server.pid) - before
     answers = args.sessions * args.items
-    (workers_cpu, run_server_cpu), run_answers = runs
-    per = {
-        "client": client_cpu / answers,
-        "server_run": server_cpu / answers,
-        "workers": workers_cpu / run_answers,
-        "server_runs": run_server_cpu / run_answers,
-    }
+    client_per, server_per = client_cpu / answers, server_cpu / answers
     print(
         f"2. proctor run, same load: {answers / wall:7.1f} answers/s; CPU per answer: client "
-        f"{1000 * per['client']:.2f} ms, server "
-        f"{1000 * per['server_run']:.2f} ms"
+        f"{1000 * client_per:.2f} ms (its start-up included), server {1000 * server_per:.2f} ms"
     )
-    ratio = (per["workers"] + per["server_runs"]) / (per["client"] + per["server_run"])
-    print(
-        f"   ratio (server + workers) / (server + proctor run) per answer: {ratio:.2f}; "
-        f"workers / proctor run: {per['workers'] / per['client']:.2f}"
-    )
+    for count, ((workers_cpu, run_server_cpu), run_answers) in runs.items():
+        workers_per, runs_server_per = workers_cpu / run_answers, run_server_cpu / run_answers
+        ratio = (workers_per + runs_server_per) / (client_per + server_per)
+        print(
+            f"   {count} worker(s): (server + workers) / (server + proctor run) per answer "
+            f"{ratio:.2f}; workers / proctor run {workers_per / client_per:.2f}"
+        )
 
 
 async def slow_phase(
@@ -252,20 +277,22 @@ async def slow_phase(
         }
         worker = start_worker(worker_env, workdir / "worker-slow.log")
         await asyncio.sleep(3)
-        wall, answers = await timed_run(client, world, headers, slots, args.slow_items)
+        timing = await timed_run(client, world, headers, slots, args.slow_items)
         stop([worker])
     finally:
         slow.stop()
     bound = slots / (args.slow_latency_ms / 1000)
     print(
-        f"3. {args.slow_latency_ms:.0f} ms model, {slots} items in flight: "
-        f"{answers / wall:7.1f} answers/s ({answers} in {wall:.1f} s; the bound "
-        f"{slots}/{args.slow_latency_ms / 1000:.1f} s is {bound:.0f}/s)"
+        f"3. {args.slow_latency_ms:.0f} ms model, {slots} sessions (one item in flight each): "
+        f"{timing.rate:7.1f} answers/s ({timing.answers} in {timing.wall_s:.1f} s); every "
+        f"session open after {timing.opened_s:.1f} s, then {timing.steady_rate:.1f} answers/s "
+        f"(the bound {slots}/{args.slow_latency_ms / 1000:.1f} s is {bound:.0f}/s)"
     )
 
 
 def main() -> None:
     args = parse_args()
+    install_test_keyring()  # the seeded bank's references are sealed
     with tempfile.TemporaryDirectory(prefix="bench-runs-") as tmp:
         asyncio.run(phases(args, Path(tmp)))
 
