@@ -17,9 +17,12 @@ import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from server.config import Settings
 from server.review.states import ReviewReason
+
+if TYPE_CHECKING:  # only from_settings reads them
+    from server.config import Settings
 
 __all__ = [
     "AUDITED_METHODS",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from clients.sdk.types import AdaptiveBound, AdaptivePolicy
-from server.config import Settings
 from server.review.sampling import ReviewPolicy
+
+if TYPE_CHECKING:  # only from_settings reads them (`proctor simulate` starts without them)
+    from server.config import Settings
 
 
 @dataclass(frozen=True, slots=True)
