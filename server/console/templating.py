@@ -33,7 +33,9 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "—"
 
 
-def _number(value: float | int | None, digits: int = 1) -> str:
+def number(value: float | int | None, digits: int = 1) -> str:
+    """A figure as the console shows it: thousands separated, ``digits`` after the point for
+    a float, "—" for none or NaN (the templates' ``number`` filter)."""
     if value is None:
         return "—"
     if isinstance(value, int):
@@ -44,7 +46,7 @@ def _number(value: float | int | None, digits: int = 1) -> str:
 
 
 ENVIRONMENT.filters["when"] = _when
-ENVIRONMENT.filters["number"] = _number
+ENVIRONMENT.filters["number"] = number
 ENVIRONMENT.globals["Permission"] = Permission
 
 

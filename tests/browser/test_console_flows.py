@@ -287,7 +287,7 @@ async def test_evaluate_a_model_from_its_page_and_watch_the_run_finish(
     world = console_site.world
     page = await browser_context.new_page()
     await log_in(page, world.a.keys["admin"])
-    with running_fake_llm(ServerConfig(api_key="sk-browser-run-77aa")) as llm:
+    with running_fake_llm(ServerConfig(api_key="sk-browser-run-77aa", latency_ms=1000)) as llm:
         await page.goto(f"/console/models/{world.a.model_id}")
         await page.fill("input[name=base_url]", llm.base_url)
         await page.fill("input[name=model]", "model-strong")
@@ -302,8 +302,16 @@ async def test_evaluate_a_model_from_its_page_and_watch_the_run_finish(
         await page.fill("section[aria-label=Evaluate] input[name=n_items]", "2")
         await page.click("button:has-text('Evaluate')")
         await expect(page.locator("main")).to_contain_text("Run started")
-        row = page.locator("tr[data-run]").first
-        await expect(row.locator("[data-field=state]")).to_have_text("finished", timeout=60_000)
-        await expect(row.locator("[data-field=items]")).to_have_text("6 / 6")
+        await page.locator("tr[data-run] a[href^='/console/runs/']").first.click()
+        await expect(page.locator("[data-live-status]")).to_have_text("live")
+        await page.evaluate("window.sameDocument = true")  # gone if the page were read again
+        progress = page.locator("section[aria-label=Progress]")
+        await expect(progress.locator("[data-field=state]")).to_have_text(
+            "finished", timeout=60_000
+        )
+        await expect(progress.locator("[data-field=items]")).to_have_text("6 / 6")
+        await expect(progress.locator("[data-field='s2.done']")).to_have_text("2 / 2")
+        await expect(page.locator("[data-live-status]")).to_have_text("finished")
+        assert await page.evaluate("window.sameDocument === true")  # moved by the stream
         await shot(page, "run-finished")
         assert llm.stats()["requests"] == 6 + 1  # each item once, and the check

@@ -2,8 +2,9 @@
 pause, resume and cancel; a model's page starts one ("Evaluate").
 
 The figures are those of ``GET /v1/runs`` for the same role (``server.runs.progress``):
-items done, pace, ETA, tokens, cost and failures by kind, never correctness. The page
-refreshes itself while a run it lists is live (``data-refresh``: ``static/console.js``).
+items done, pace, ETA, tokens, cost and failures by kind, never correctness. A run's own
+page follows it live over Server-Sent Events (``server.console.live``), per session too;
+the list reads itself again while a run it lists is live (``data-refresh``).
 """
 
 from __future__ import annotations
@@ -13,22 +14,25 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from server.api.dependencies import DbSession, RuntimeDep
+from server.api.runtime import Runtime
 from server.auth.console_logins import ConsoleUser
-from server.auth.permissions import Permission
-from server.console.dependencies import CheckedForm, page
+from server.auth.permissions import Permission, Principal
+from server.console.dependencies import COOKIE, CheckedForm, page
+from server.console.live import Figures, LiveReading, event_stream, live_figures
 from server.console.nav import NavEntry
 from server.console.pages.model_endpoints import problems
 from server.console.pages.models import render_model
 from server.console.pagination import Pager
-from server.console.templating import render
+from server.console.templating import number, render
 from server.errors import InvalidInput, NotFound
 from server.runs import service
 from server.runs.progress import run_out
-from server.runs.schemas import RunIn
+from server.runs.schemas import RunIn, RunOut
 from server.runs.states import ENDED_RUN_STATES, RunState
 
 router = APIRouter(include_in_schema=False)
@@ -94,6 +98,85 @@ async def runs_page(
         model_id=model_id,
         notice=NOTICES.get(query.get("notice", "")),
         pager=pager,
+    )
+
+
+def run_figures(run: RunOut) -> Figures:
+    """A run's moving figures by ``data-field`` name, as its page first shows them and as
+    its stream sends them; ``s<i>.done`` and ``s<i>.state`` for its i-th session."""
+    failures = ", ".join(f"{kind} {n}" for kind, n in sorted(run.failures.items()))
+    figures: dict[str, str | int] = {
+        "state": run.state.value,
+        "items": f"{number(run.items_done)} / {number(run.items_total)}",
+        "pace": number(run.answers_per_minute),
+        "eta": number(run.eta_s, 0),
+        "tokens": f"{number(run.prompt_tokens)} / {number(run.completion_tokens)}",
+        "cost": number(run.cost_usd, 4),
+        "failures": failures or "—",
+        "stop_reason": run.stop_reason or "",
+    }
+    for index, session in enumerate(run.progress):
+        figures[f"s{index}.done"] = f"{number(session.done)} / {number(session.total)}"
+        figures[f"s{index}.state"] = session.state.value if session.state else "not open"
+    return figures
+
+
+async def read_run(
+    db: AsyncSession, runtime: Runtime, principal: Principal, run_id: uuid.UUID
+) -> RunOut:
+    """Run ``run_id`` as ``principal`` reads it (``NotFound`` if it may not)."""
+    record = await service.get_run(db, principal=principal, run_id=run_id)
+    default_items = runtime.limits.default_items
+    return run_out(record, principal=principal, default_items=default_items, now=datetime.now(UTC))
+
+
+@router.get("/console/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(
+    request: Request,
+    run_id: uuid.UUID,
+    db: DbSession,
+    runtime: RuntimeDep,
+    user: Annotated[ConsoleUser, page(NAV.permission)],
+) -> HTMLResponse:
+    """One run: its figures and each session's progress, followed live until it ends;
+    404 if the user may not see it (as the API)."""
+    run = await read_run(db, runtime, user.principal, run_id)
+    return render(
+        request,
+        "run.html",
+        user=user,
+        title=f"Run {str(run.id)[:8]}",
+        run=run,
+        figures=run_figures(run),
+        live=run.state not in ENDED_RUN_STATES,
+    )
+
+
+@router.get("/console/runs/{run_id}/events")
+async def run_events_route(
+    request: Request,
+    run_id: uuid.UUID,
+    db: DbSession,
+    runtime: RuntimeDep,
+    user: Annotated[ConsoleUser, page(NAV.permission)],
+) -> StreamingResponse:
+    """``text/event-stream`` of the run's moving figures (``run_figures``) for its page's
+    ``data-live``, until the run has ended; 404 if the user may not see it."""
+    await service.get_run(db, principal=user.principal, run_id=run_id)
+
+    async def read(tick_db: AsyncSession, principal: Principal) -> LiveReading:
+        run = await read_run(tick_db, runtime, principal, run_id)
+        return LiveReading(run_figures(run), run.state in ENDED_RUN_STATES)
+
+    return event_stream(
+        live_figures(
+            runtime,
+            secret=request.cookies.get(COOKIE, ""),
+            permission=NAV.permission,
+            read=read,
+            disconnected=request.is_disconnected,
+            name=f"run {run_id}",
+        )
     )
 
 

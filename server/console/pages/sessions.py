@@ -12,10 +12,6 @@ abort a session and revoke the tokens that drove it.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -30,16 +26,16 @@ from starlette.datastructures import QueryParams
 from clients.sdk.types import FINAL_STATES, AdaptiveSummary
 from judge.prompts import PROMPT_VERSION
 from server.api.dependencies import DbSession, RuntimeDep, SessionId
-from server.api.problems import is_unavailable
 from server.api.runtime import Runtime
-from server.auth.console_logins import ConsoleUser, resolve_login
+from server.auth.console_logins import ConsoleUser
 from server.auth.permissions import Permission, Principal
 from server.auth.service import revoke_token
-from server.console.dependencies import COOKIE, CheckedForm, login_limits, page
+from server.console.dependencies import COOKIE, CheckedForm, page
+from server.console.live import LiveReading, event_stream, live_figures
 from server.console.nav import NavEntry
 from server.console.pagination import Pager
 from server.console.templating import render
-from server.errors import Forbidden, NotFound, SessionClosed, Unauthorized
+from server.errors import SessionClosed
 from server.orgs.service import list_orgs
 from server.registry.service import get_model, list_models
 from server.scoring.assignment import JudgeAssignment
@@ -57,20 +53,10 @@ from server.sessions.service import (
 )
 from server.sessions.states import OPEN_STATES, SessionState
 
-log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
 NAV = NavEntry("/console/sessions", "Sessions", Permission.SESSIONS_READ)
 """This page's entry in the console's menu (and its main route and permission)."""
 
-TICK_S = 1.0
-"""How often a live stream reads the session again."""
-KEEPALIVE_S = 15.0
-"""A quiet stream sends a comment this often (proxies close idle connections)."""
-MAX_STREAM_S = 600.0
-"""A stream ends (without ``end``) after this long; the browser's EventSource reconnects,
-authenticated afresh."""
-END = "event: end\ndata: {}\n\n"
-KEEPALIVE = ": keepalive\n\n"
 HIDDEN = "—"
 """What a figure the role may not see yet reads (``server.scoring.visibility``)."""
 PER_PAGE = 50
@@ -378,67 +364,31 @@ async def session_page(
 # --- the live stream ------------------------------------------------------------------
 
 
-def message(figures: dict[str, str | int]) -> str:
-    """One SSE message carrying ``figures``."""
-    return f"data: {json.dumps(figures, ensure_ascii=True)}\n\n"
-
-
-async def read_tick(runtime: Runtime, *, secret: str, session_id: uuid.UUID) -> Reading:
-    """The session as the cookie's user sees it now, in a unit of work of its own:
-    ``Unauthorized`` once the login has ended (logout, revoked key, idle or too old),
-    ``Forbidden``/``NotFound`` if the user may no longer read it."""
-    async with runtime.sessions() as db, db.begin():
-        user = await resolve_login(
-            db,
-            secret=secret,
-            now=datetime.now(UTC),
-            limits=login_limits(runtime.settings),
-            touch=False,  # an open page is not activity: the login still ends when idle
-        )
-        if not user.principal.can(Permission.SESSIONS_READ):
-            raise Forbidden("this role may not read sessions")
-        return await read_session(
-            db, principal=user.principal, session_id=session_id, judges=runtime.judging
-        )
-
-
-async def session_events(
+def session_events(
     runtime: Runtime,
     *,
     secret: str,
     session_id: uuid.UUID,
     disconnected: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[str]:
-    """The SSE stream of session ``session_id``: every ``TICK_S`` the figures are read
-    again and, if any changed, sent (the first message has them all); a comment every
-    ``KEEPALIVE_S`` of quiet; ``event: end`` once nothing moves any more or the login or
-    the right to read the session has gone; nothing more after ``MAX_STREAM_S`` (the
-    browser reconnects) or once the client has gone."""
-    started = quiet_since = time.monotonic()
-    sent: dict[str, str | int] = {}
-    while time.monotonic() - started < MAX_STREAM_S and not await disconnected():
-        try:
-            reading = await read_tick(runtime, secret=secret, session_id=session_id)
-        except (Unauthorized, Forbidden, NotFound):
-            yield END
-            return
-        except Exception as error:
-            if not is_unavailable(error):
-                raise
-            log.warning("session stream %s stops: the database is unavailable", session_id)
-            return
-        changed = {k: v for k, v in reading.figures.items() if sent.get(k) != v}
-        if changed:
-            sent.update(changed)
-            quiet_since = time.monotonic()
-            yield message(changed)
-        elif time.monotonic() - quiet_since >= KEEPALIVE_S:
-            quiet_since = time.monotonic()
-            yield KEEPALIVE
-        if reading.finished:
-            yield END
-            return
-        await asyncio.sleep(TICK_S)
+    """The SSE stream of session ``session_id`` (``server.console.live``): its moving
+    figures as the session's page shows them, until it is final and no answer of it waits
+    for a judge."""
+
+    async def read(db: AsyncSession, principal: Principal) -> LiveReading:
+        reading = await read_session(
+            db, principal=principal, session_id=session_id, judges=runtime.judging
+        )
+        return LiveReading(reading.figures, reading.finished)
+
+    return live_figures(
+        runtime,
+        secret=secret,
+        permission=Permission.SESSIONS_READ,
+        read=read,
+        disconnected=disconnected,
+        name=f"session {session_id}",
+    )
 
 
 @router.get("/console/sessions/{session_id}/events")
@@ -458,9 +408,7 @@ async def session_events_route(
         session_id=session_id,
         disconnected=request.is_disconnected,
     )
-    return StreamingResponse(
-        stream, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
-    )
+    return event_stream(stream)
 
 
 # --- actions --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ another organisation's runs are not listed; a refused start names its reason."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -107,3 +108,54 @@ async def test_pause_resume_cancel_and_a_refused_start(
             assert any(f'data-field="state">{state}<' in page for state in states), action
         again = await http.post(f"/console/runs/{run_id}/resume", data={"csrf_token": token})
         assert again.status_code == 409
+
+
+def sse_messages(lines: list[str]) -> list[dict[str, str]]:
+    """The data of each message of a stream's lines, in order."""
+    return [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+
+
+async def test_a_run_s_page_follows_it_live_to_its_end(
+    client: tuple[httpx.AsyncClient, World, FakeLlm],
+) -> None:
+    http, world, _ = client
+    model_page = f"/console/models/{world.a.model_id}"
+    token = await as_role(http, world, "evaluator", model_page)
+    with running_fake_llm(ServerConfig(latency_ms=300)) as slow:  # the run outlives a tick
+        endpoint = {"csrf_token": token, "base_url": slow.base_url, "model": "model-strong"}
+        assert (await http.post(model_page + "/endpoint", data=endpoint)).status_code == 303
+        form = {"csrf_token": token, "sessions": "2", "n_items": "3"}
+        assert (await http.post(model_page + "/runs", data=form)).status_code == 303
+        (run_id,) = RUN_ROW.findall((await http.get("/console/runs")).text)
+        shown = await http.get(f"/console/runs/{run_id}")
+        assert shown.status_code == 200
+        assert f'data-live="/console/runs/{run_id}/events"' in shown.text
+        assert 'data-field="s1.done"' in shown.text and "/pause" in shown.text
+        async with http.stream("GET", f"/console/runs/{run_id}/events") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = [line async for line in asyncio_timeout_lines(response)]
+    assert "event: end" in lines
+    messages = sse_messages(lines)
+    first, last = messages[0], {k: v for m in messages for k, v in m.items()}
+    assert {"state", "items", "pace", "eta", "tokens", "cost", "failures", "s0.done"} <= set(first)
+    assert not any("point" in key or "correct" in key for key in first)  # counts only
+    assert len(messages) >= 2  # it moved while the stream was open
+    assert last["state"] == "finished" and last["items"] == "6 / 6"
+    assert last["s0.done"] == last["s1.done"] == "3 / 3"
+    ended = await http.get(f"/console/runs/{run_id}")
+    assert "data-live=" not in ended.text and 'data-field="state">finished<' in ended.text
+
+    await as_role(http, world, "auditor", "/console/runs")
+    audited = await http.get(f"/console/runs/{run_id}")
+    assert audited.status_code == 200 and 'action="/console/runs/' not in audited.text
+    http.cookies.clear()
+    assert (await console_login(http, world.b.keys["evaluator"])).status_code == 303
+    for path in (f"/console/runs/{run_id}", f"/console/runs/{run_id}/events"):
+        assert (await http.get(path)).status_code == 404, path
+
+
+async def asyncio_timeout_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The response's lines, failing if the stream stays open past a minute."""
+    async with asyncio.timeout(60):
+        async for line in response.aiter_lines():
+            yield line

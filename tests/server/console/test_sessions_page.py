@@ -18,6 +18,7 @@ import pytest
 from fastapi import FastAPI
 
 from server.api.runtime import Runtime
+from server.console import live
 from server.console.dependencies import COOKIE
 from server.console.pages import sessions as page
 from tests.support.api import World, login, open_session
@@ -91,7 +92,7 @@ async def follow(events: AsyncIterator[str], *, until: tuple[str, Any]) -> dict[
 
 @pytest.fixture(autouse=True)
 def quick_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(page, "TICK_S", 0.02)
+    monkeypatch.setattr(live, "TICK_S", 0.02)
 
 
 async def test_list_filters_and_pages(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,7 +202,7 @@ async def test_the_stream_ends_after_an_abort_and_after_a_logout(api: Api) -> No
     assert data_of(await next_message(events))["state"] == "created"
     await api_abort(client, world, sid)
     assert data_of(await next_message(events))["state"] == "aborted"
-    assert await next_message(events) == page.END
+    assert await next_message(events) == live.END
     with pytest.raises(StopAsyncIteration):
         await next_message(events)
 
@@ -218,7 +219,7 @@ async def test_the_stream_ends_after_an_abort_and_after_a_logout(api: Api) -> No
     assert data_of(await next_message(events))["state"] == "created"
     token = csrf_token((await client.get(f"/console/sessions/{other}")).text)
     assert (await client.post("/console/logout", data={"csrf_token": token})).status_code == 303
-    assert await next_message(events) == page.END  # the login has ended: so has the stream
+    assert await next_message(events) == live.END  # the login has ended: so has the stream
 
 
 async def test_abort_from_the_form(api: Api) -> None:
