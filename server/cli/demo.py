@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from server.cli.demo_config import DemoConfig, DemoDriver
 from server.cli.groups import command_registrar
 from server.cli.output import table_console
 
@@ -26,17 +27,32 @@ def demo_command(
         Path | None,
         typer.Option("--workdir", help="Keep the database and transcripts here."),
     ] = None,
+    driver: Annotated[
+        DemoDriver,
+        typer.Option(
+            "--driver",
+            help="Who drives the models: runner (client side, as proctor run) or server "
+            "(a run per model, driven by the server).",
+        ),
+    ] = DemoDriver.RUNNER,
 ) -> None:
     """The whole system on this machine, no services needed.
 
     Imports the sample bank, serves Proctor and local models of different abilities with a
-    local judge, runs every model through its sessions, scores, and prints the leaderboard
-    (and writes an HTML report). Exits 1 if a session fails or the ranking does not follow
-    the models' configured abilities."""
-    from server.cli.demo_runner import DemoConfig, run_demo
+    local judge, runs every model through its sessions (or, with --driver server, has the
+    server run them), scores, and prints the leaderboard (and writes an HTML report).
+    Exits 1 if a session fails or the ranking does not follow the models' configured
+    abilities."""
+    from server.cli.demo_runner import run_demo
 
     config = DemoConfig(
-        items=items, sessions=sessions, models=models, seed=seed, report=report, workdir=workdir
+        items=items,
+        sessions=sessions,
+        models=models,
+        seed=seed,
+        report=report,
+        workdir=workdir,
+        driver=driver,
     )
     result = run_demo(config, table_console())
     if result.failures or not result.ranking_matches:

@@ -7,8 +7,9 @@
    answering from the bank's own answer key;
 3. Proctor's API in a child process (:mod:`server.cli.demo_api`; real HTTP on 127.0.0.1)
    with the scoring worker inside it, so that it has a core of its own;
-4. every model in an organisation of its own, registered and driven through its sessions
-   by the evaluator runner (``clients.runner``) over the SDK, all models at once;
+4. every model in an organisation of its own, registered and driven through its sessions,
+   all models at once: by the evaluator runner (``clients.runner``) over the SDK, or with
+   ``--driver server`` by the server itself, a run per model (``server.cli.demo_drivers``);
 5. scoring, then the leaderboard (absolute, relative, per discipline, 95% CIs, tie
    groups) printed and written as an HTML report with plots (``clients.report``).
 
@@ -36,18 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 
 from bank.bundled_datasets import sample_path
 from bank.disciplines import DisciplineRow, list_disciplines
 from bank.formats import read_records
 from bank.importer import import_records
-from clients.llm.chat import ChatClient, ChatEndpoint
 from clients.report import write_report
 from clients.report.board import model_rows, tie_groups
-from clients.runner.progress import RunBar, item_progress
-from clients.runner.runner import RunConfig, Runner, SessionOutcome
-from clients.runner.transcript import Transcript
+from clients.runner.progress import item_progress
 from clients.sdk import AsyncProctorClient
 from fakellm.answer_key import AnswerKey
 from fakellm.app import ServerConfig
@@ -60,6 +57,8 @@ from server.bank_keys import install_keyring
 from server.calibration.runner import CalibrationRun
 from server.cli.demo_api import ApiProcess
 from server.cli.demo_calibration import SET_NAME, calibrate_demo_judge
+from server.cli.demo_config import DemoConfig, DemoDriver
+from server.cli.demo_drivers import DRIVERS, DemoTenant, DriveRequest
 from server.cli.leaderboard import print_disciplines, print_leaderboard
 from server.config import JudgeEndpoint, Settings
 from server.database import create_engine, unit_of_work, upgrade
@@ -79,21 +78,6 @@ DISCIPLINE_SPREAD = 0.06
 """Each model's accuracy varies by up to this much per discipline (seeded)."""
 SAMPLES = ("mmlu_pro", "gaokao_bench")
 JUDGE = "demo-judge"
-
-
-@dataclass(frozen=True, slots=True)
-class DemoConfig:
-    items: int = 150
-    sessions: int = 3
-    models: int = 4
-    seed: int = 0
-    workdir: Path | None = None
-    report: Path = Path("proctor-demo-report.html")
-    keep: bool = False
-    """Keep the work directory (database, transcripts) after the run."""
-    api_in_process: bool = False
-    """Serve the API from a thread of this process, as the demo did before it had a process
-    of its own (one interpreter lock for everything: the benchmark's baseline)."""
 
 
 @dataclass
@@ -123,14 +107,6 @@ class DemoResult:
                 if rank[better] > rank[worse] and not tied:
                     return False
         return True
-
-
-@dataclass
-class _Tenant:
-    name: str
-    accuracy: float
-    key: str
-    model_id: str = ""
 
 
 def demo_profiles(disciplines: Sequence[str], models: int, seed: int) -> dict[str, ModelProfile]:
@@ -196,6 +172,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
                 "models": ", ".join(f"{t.name} {t.accuracy:.0%}" for t in tenants),
                 "sessions per model": config.sessions,
                 "items per session": config.items,
+                "driven by": config.driver.value,
                 "seed": config.seed,
             },
             generated_at=datetime.now(UTC),
@@ -266,6 +243,10 @@ def _settings(workdir: Path, url: str, config: DemoConfig, judge_url: str) -> Se
         rate_limit_per_minute=10_000_000,
         rate_limit_org_per_minute=10_000_000,
         leaderboard_resamples=1000,
+        # --driver server: the API process drives the runs and calls the local models
+        runs_in_process=True,
+        run_poll_s=0.5,
+        egress_allow=["127.0.0.1"] if config.driver == DemoDriver.SERVER else [],
         log_level=LogLevel.WARNING,  # no access line per request amid the demo's progress
     )
 
@@ -287,7 +268,7 @@ def _disciplines_line(rows: Sequence[DisciplineRow]) -> str:
     return f"{len(stocked)} disciplines with items, {len(drawn)} evaluated{tail}"
 
 
-async def _seed(url: str, config: DemoConfig) -> tuple[list[DisciplineRow], list[_Tenant], str]:
+async def _seed(url: str, config: DemoConfig) -> tuple[list[DisciplineRow], list[DemoTenant], str]:
     """Import the samples; an organisation with an evaluator key per model, and an admin."""
     engine = create_engine(url)
     try:
@@ -300,7 +281,7 @@ async def _seed(url: str, config: DemoConfig) -> tuple[list[DisciplineRow], list
             for name, accuracy in DEMO_MODELS[: config.models]:
                 org = await create_org(db, name=f"org-{name}")
                 _, key = await create_api_key(db, org_id=org.id, role="evaluator")
-                tenants.append(_Tenant(name, accuracy, key))
+                tenants.append(DemoTenant(name, accuracy, key))
             admin_org = await create_org(db, name="demo-admin", operator=True)
             _, admin_key = await create_api_key(db, org_id=admin_org.id, role="admin")
     finally:
@@ -311,58 +292,43 @@ async def _seed(url: str, config: DemoConfig) -> tuple[list[DisciplineRow], list
 async def _evaluate(
     api_root: str,
     model_url: str,
-    tenants: list[_Tenant],
+    tenants: list[DemoTenant],
     admin_key: str,
     config: DemoConfig,
     workdir: Path,
     console: Console,
 ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    who = "runner" if config.driver == DemoDriver.RUNNER else "server runs"
     console.print(
-        f"[bold]3/5[/bold] runner: {len(tenants)} models × {config.sessions} sessions × "
+        f"[bold]3/5[/bold] {who}: {len(tenants)} models × {config.sessions} sessions × "
         f"{config.items} items"
     )
-    failures: list[str] = []
+    drive = DRIVERS[config.driver]
     with item_progress(console) as progress:
-        outcomes = await asyncio.gather(
+        driven = await asyncio.gather(
             *(
-                _run_tenant(api_root, model_url, tenant, config, workdir, progress)
+                drive(
+                    DriveRequest(
+                        api_root, model_url, tenant, config.sessions, config.items, workdir
+                    ),
+                    progress,
+                )
                 for tenant in tenants
             )
         )
-    for tenant, summary in zip(tenants, outcomes, strict=True):
-        failures += [f"{tenant.name}: {o.error}" for o in summary if o.error]
+    failures = [
+        f"{tenant.name}: {error}"
+        for tenant, result in zip(tenants, driven, strict=True)
+        for error in result.errors
+    ]
     console.print("[bold]4/5[/bold] scoring (matchers and the local judge)")
     async with AsyncProctorClient(api_root, admin_key) as admin:
-        for summary in outcomes:
-            for outcome in summary:
-                if outcome.session_id:
-                    await admin.wait_scored(outcome.session_id, timeout_s=600, poll_s=0.5)
+        for result in driven:
+            for session_id in result.session_ids:
+                await admin.wait_scored(session_id, timeout_s=600, poll_s=0.5)
         board = (await admin.leaderboard(diagnostics=True)).to_json()
         by_discipline = (await admin.leaderboard(view="disciplines")).to_json()
     return board, by_discipline, failures
-
-
-async def _run_tenant(
-    api_root: str,
-    model_url: str,
-    tenant: _Tenant,
-    config: DemoConfig,
-    workdir: Path,
-    progress: Progress,
-) -> list[SessionOutcome]:
-    task = progress.add_task(tenant.name, total=config.sessions * config.items)
-    async with (
-        AsyncProctorClient(api_root, tenant.key) as client,
-        ChatClient(ChatEndpoint(base_url=model_url, model=tenant.name)) as model,
-    ):
-        registered = await client.register_model(
-            name=tenant.name, api_snapshot="demo", family="demo"
-        )
-        tenant.model_id = str(registered.id)
-        run = RunConfig(model_id=tenant.model_id, sessions=config.sessions, n_items=config.items)
-        with Transcript(workdir / f"transcript-{tenant.name}.jsonl") as transcript:
-            summary = await Runner(client, model, run, transcript, RunBar(progress, task)).run()
-    return summary.outcomes
 
 
 def _verdict(result: DemoResult, console: Console) -> None:

@@ -11,7 +11,7 @@ workers never hold one slot.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -146,16 +146,22 @@ async def renew(
 ) -> dict[uuid.UUID, str]:
     """Extend ``owner``'s leases on ``slots`` to ``until``; the state of each of their runs
     (a paused or cancelled run's slots are to stop)."""
-    held = list(slots)
-    for run_id, index in held:
+    by_run: defaultdict[uuid.UUID, list[int]] = defaultdict(list)
+    for run_id, index in slots:
+        by_run[run_id].append(index)
+    if not by_run:
+        return {}
+    for run_id, indexes in by_run.items():  # one statement per run, not per slot
         await db.execute(
             update(RunSlot)
-            .where(RunSlot.run_id == run_id, RunSlot.index == index, RunSlot.lease_owner == owner)
+            .where(
+                RunSlot.run_id == run_id,
+                RunSlot.index.in_(indexes),
+                RunSlot.lease_owner == owner,
+            )
             .values(lease_expires_at=until)
         )
-    run_ids = {run_id for run_id, _ in held}
-    if not run_ids:
-        return {}
+    run_ids = set(by_run)
     rows = await db.execute(select(Run.id, Run.state).where(Run.id.in_(run_ids)))
     return dict(rows.tuples().all())
 

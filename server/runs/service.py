@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,8 +104,7 @@ async def list_runs(
         statement = statement.where(Run.state == state.value)
     if model_id is not None:
         statement = statement.where(Run.model_id == model_id)
-    runs = (await db.scalars(statement)).all()
-    return [await _record(db, run) for run in runs]
+    return await _records(db, (await db.scalars(statement)).all())
 
 
 async def pause_run(
@@ -160,12 +160,29 @@ async def _move(
 
 
 async def _record(db: AsyncSession, run: Run) -> RunRecord:
-    slots = (
-        await db.scalars(select(RunSlot).where(RunSlot.run_id == run.id).order_by(RunSlot.index))
-    ).all()
-    ids = [slot.session_id for slot in slots if slot.session_id is not None]
-    sessions = {}
+    (record,) = await _records(db, [run])
+    return record
+
+
+async def _records(db: AsyncSession, runs: Sequence[Run]) -> list[RunRecord]:
+    """``runs`` with their slots and sessions, in two queries whatever their number."""
+    if not runs:
+        return []
+    statement = select(RunSlot).where(RunSlot.run_id.in_([run.id for run in runs]))
+    slots_of: defaultdict[uuid.UUID, list[RunSlot]] = defaultdict(list)
+    for slot in (await db.scalars(statement.order_by(RunSlot.run_id, RunSlot.index))).all():
+        slots_of[slot.run_id].append(slot)
+    ids = [s.session_id for slots in slots_of.values() for s in slots if s.session_id is not None]
+    sessions: dict[uuid.UUID, EvalSession] = {}
     if ids:
         found = await db.scalars(select(EvalSession).where(EvalSession.id.in_(ids)))
         sessions = {session.id: session for session in found}
-    return RunRecord(run, slots, sessions)
+    return [
+        RunRecord(run, slots_of[run.id], _sessions_of(slots_of[run.id], sessions)) for run in runs
+    ]
+
+
+def _sessions_of(
+    slots: Sequence[RunSlot], sessions: dict[uuid.UUID, EvalSession]
+) -> dict[uuid.UUID, EvalSession]:
+    return {s.session_id: sessions[s.session_id] for s in slots if s.session_id in sessions}

@@ -41,7 +41,8 @@ STAGES = ("1/5", "2/5", "3/5", "4/5", "5/5")
 BASELINE_CODE = """
 import sys
 from pathlib import Path
-from server.cli.demo_runner import DemoConfig, run_demo
+from server.cli.demo_config import DemoConfig
+from server.cli.demo_runner import run_demo
 from server.cli.output import table_console
 items, sessions, models, report = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 result = run_demo(

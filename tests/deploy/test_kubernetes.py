@@ -191,3 +191,29 @@ def test_worker_metrics_are_reachable_from_monitoring_only() -> None:
 def test_the_autoscaler_alone_sets_the_api_replicas() -> None:
     api = _named(_base_resources(), "Deployment", "proctor-api")
     assert "replicas" not in api["spec"]
+
+
+def test_run_workers_reach_the_api_service_and_the_api_lets_them_in() -> None:
+    resources = _base_resources()
+    workers = _named(resources, "Deployment", "proctor-run-worker")
+    pod = workers["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["args"] == ["run-worker"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    service = _named(resources, "Service", "proctor-api")
+    (port,) = service["spec"]["ports"]
+    assert env["PROCTOR_RUN_API_URL"] == f"http://{service['metadata']['name']}:{port['port']}"
+    labels = pod["metadata"]["labels"]
+    api_labels = _named(resources, "Deployment", "proctor-api")["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    egress = _named(resources, "NetworkPolicy", "proctor-run-worker-egress")["spec"]
+    assert egress["podSelector"]["matchLabels"].items() <= labels.items()
+    (rule,) = egress["egress"]
+    assert rule["to"][0]["podSelector"]["matchLabels"].items() <= api_labels.items()
+    assert [p["port"] for p in rule["ports"]] == [port["port"]]
+    ingress = _named(resources, "NetworkPolicy", "proctor-api-ingress")["spec"]["ingress"]
+    peers = [peer for rule in ingress for peer in rule["from"] if "podSelector" in peer]
+    assert any(peer["podSelector"]["matchLabels"].items() <= labels.items() for peer in peers)
+    pdb = _named(resources, "PodDisruptionBudget", "proctor-run-worker")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()

@@ -175,6 +175,19 @@ def check_run(log: ClientLog, db: DbState, sessions: int, items: int) -> list[st
             f"client: {log.summary['finished']}/{sessions} sessions finished, "
             f"{log.summary['failed']} failed: {errors[:3]}"
         )
+    acked = {(a["session"], a["position"], a["item_id"]) for a in log.acks}
+    stored = set(db.answers)
+    if acked - stored:
+        failures.append(f"acknowledged answers not stored (lost): {sorted(acked - stored)[:5]}")
+    if stored - acked:
+        failures.append(f"stored answers never acknowledged: {sorted(stored - acked)[:5]}")
+    return failures + check_stored(db, sessions, items) + check_verdicts(db)
+
+
+def check_stored(db: DbState, sessions: int, items: int) -> list[str]:
+    """``sessions`` sessions, each answered, every item once: ``sessions × items`` answers,
+    no (session, position) stored twice."""
+    failures: list[str] = []
     not_done = [s for s in db.sessions if s["state"] not in ANSWERED]
     incomplete = [s for s in db.sessions if s["n_completed"] != s["n_items"]]
     if len(db.sessions) != sessions or not_done or incomplete:
@@ -182,22 +195,15 @@ def check_run(log: ClientLog, db: DbState, sessions: int, items: int) -> list[st
             f"database: {len(db.sessions)} sessions (want {sessions}); not answered: "
             f"{[(s['id'], s['state']) for s in not_done][:3]}; incomplete: {len(incomplete)}"
         )
-    acked = {(a["session"], a["position"], a["item_id"]) for a in log.acks}
-    stored = set(db.answers)
     twice = [key for key, n in Counter((s, p) for s, p, _ in db.answers).items() if n > 1]
     if twice:
         failures.append(f"answers stored more than once: {twice[:5]}")
-    if acked - stored:
-        failures.append(f"acknowledged answers not stored (lost): {sorted(acked - stored)[:5]}")
-    if stored - acked:
-        failures.append(f"stored answers never acknowledged: {sorted(stored - acked)[:5]}")
-    if len(stored) != sessions * items:
-        failures.append(f"{len(stored)} answers stored, want {sessions * items}")
-    failures += _check_verdicts(db)
+    if len(db.answers) != sessions * items:
+        failures.append(f"{len(db.answers)} answers stored, want {sessions * items}")
     return failures
 
 
-def _check_verdicts(db: DbState) -> list[str]:
+def check_verdicts(db: DbState) -> list[str]:
     """Each answer: one verdict per (judge, prompt version) it has a scoring job for, every
     job done, no verdict without an answer."""
     failures: list[str] = []

@@ -33,6 +33,12 @@ MODEL_PROFILE = "model-mid"
 """The fake model under test on the client host."""
 API_PORT = 8000
 LLM_PORT = 8090
+RUN_LLM_PORT = 8091
+"""The fake model the server's runs call (run 3), on the client host beside the runner's."""
+RUN_LEASE_S = 5.0
+"""A dead run worker's sessions are free for another after this."""
+RUN_SLOTS_PER_WORKER = 10
+"""Sessions one run worker drives at once: with run 3's 20 sessions, both hold half."""
 PG_PORT = 5432
 REDIS_PORT = 6379
 
@@ -59,6 +65,9 @@ HOSTS: dict[str, Host] = {
         Host("worker", f"{SUBNET}.30", extra=(f"{SUBNET}.31", f"{SUBNET}.32")),
         Host("proxy", f"{SUBNET}.40"),
         Host("client", f"{SUBNET}.50"),
+        # the hosts of ``proctor run-worker`` (run 3 kills runner1)
+        Host("runner1", f"{SUBNET}.61"),
+        Host("runner2", f"{SUBNET}.62"),
     )
 }
 API_HOSTS = ("api1", "api2")
@@ -118,6 +127,14 @@ class Cluster:
             "RATE_LIMIT_ORG_PER_MINUTE": "1000000",
             "AUTH_FAILURES_PER_MINUTE": "20",
             "TRUSTED_PROXIES": HOSTS["proxy"].address,
+            # runs (run 3): workers answer through the proxy and may call the client host's
+            # fake model (a private address, refused unless allowed); a dead worker's
+            # sessions are taken over after the lease
+            "RUN_API_URL": self.proxy_url,
+            "EGRESS_ALLOW": json.dumps([HOSTS["client"].address]),
+            "RUN_LEASE_S": str(RUN_LEASE_S),
+            "RUN_SLOTS_PER_WORKER": str(RUN_SLOTS_PER_WORKER),
+            "RUN_POLL_S": "1",
             "DATA_DIR": str(self.workdir / data_dir),
         }
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PROCTOR_", "PG"))}
@@ -217,11 +234,14 @@ class Cluster:
         cmd += ["--appendonly", "no", "--protected-mode", "no", "--dir", str(self.workdir)]
         self.start("redis", redis, cmd, dict(os.environ))
 
-    def start_fake_llm(self, name: str, host: Host, address: str) -> None:
+    def start_fake_llm(
+        self, name: str, host: Host, address: str, port: int = LLM_PORT, latency_ms: float = 0
+    ) -> None:
         """The fake OpenAI-compatible server, answering from the generated bank's file (the
         canonical JSONL is also an answer key; the database holds the answers sealed)."""
         cmd = [sys.executable, "-m", "fakellm", "serve", "--host", address, "--port"]
-        cmd += [str(LLM_PORT), "--answer-key", str(self.workdir / "bank.jsonl")]
+        cmd += [str(port), "--answer-key", str(self.workdir / "bank.jsonl")]
+        cmd += ["--latency-ms", str(latency_ms)]
         self.start(name, host, cmd, self.env("data-llm"))
 
     def start_api(self, name: str) -> None:
@@ -233,6 +253,11 @@ class Cluster:
     def start_worker(self, name: str) -> None:
         cmd = [sys.executable, "-m", "server", "judge", "worker"]
         self.start(name, HOSTS["worker"], cmd, self.env(f"data-{name}"))
+
+    def start_run_worker(self, host_name: str) -> None:
+        """``proctor run-worker`` on host ``host_name`` (process name ``run-<host>``)."""
+        cmd = [sys.executable, "-m", "server", "run-worker"]
+        self.start(f"run-{host_name}", HOSTS[host_name], cmd, self.env(f"data-run-{host_name}"))
 
     def start_proxy(self) -> None:
         prefix = self.workdir / "nginx"

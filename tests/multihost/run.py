@@ -8,10 +8,12 @@ Run as root (``.ci/run`` runs it after pytest)::
 Topology and checks: tests/multihost/README.md. In short: PostgreSQL, Redis, two API hosts
 behind an nginx proxy host, a worker host (two ``proctor judge worker`` processes and the
 fake judge) and a client host (the runner and the fake model), each in its own network
-namespace on one bridge. Run 1 kills an API host and a worker mid-run; run 2 cuts Redis off
-for ``--partition-s`` seconds. After each run: every session finished, the acknowledged
-answers are exactly the stored ones (each once), every answer has exactly one verdict per
-judge; the figures are printed. Exit 0 only if every check passed; 2 if not root.
+namespace on one bridge, and two run-worker hosts. Run 1 kills an API host and a worker
+mid-run; run 2 cuts Redis off for ``--partition-s`` seconds; run 3 kills a run-worker host
+in the middle of a run the server drives (``tests/multihost/runs.py``). After each run:
+every session finished, the acknowledged answers are exactly the stored ones (each once),
+every answer has exactly one verdict per judge; the figures are printed. Exit 0 only if
+every check passed; 2 if not root.
 
 Everything it creates is named ``ph-*``/``phv-*``/``prbr0`` (removed at the start too, after
 a crashed run) or lives in one ``/tmp/proctor-multihost-*`` directory, and is removed on
@@ -58,6 +60,7 @@ from tests.multihost.cluster import (
     pg_url,
     wait_http,
 )
+from tests.multihost.runs import run_worker_dies, start_runners
 
 SUPERUSER_DSN = f"postgresql://postgres@{HOSTS['pg'].address}:{PG_PORT}/postgres"
 OWNER_DSN = pg_url("proctor_owner", driver="")
@@ -67,6 +70,8 @@ CLIENT_TIMEOUT_S = 150.0
 DRAIN_TIMEOUT_S = 60.0
 LIMITER_DOWN_LOG = "rate limit counters unavailable"
 WAKE_LOST_LOG = "could not wake the scoring workers"
+RUNS = 3
+"""A host dies; Redis goes away; a run-worker host dies."""
 
 
 @dataclass
@@ -290,6 +295,29 @@ def run_partition(cluster: Cluster, keys: dict[str, str], args: argparse.Namespa
     return result
 
 
+def run_runner_dies(cluster: Cluster, keys: dict[str, str], args: argparse.Namespace) -> RunResult:
+    """Run 3: a run the server drives on two run-worker hosts; runner1 dies mid-run."""
+    start_runners(cluster)
+    say(
+        f"run 3: a server run of {args.run_sessions} sessions × {args.items} items on two "
+        f"run-worker hosts; kill runner1 at {args.fault_at:.0%}"
+    )
+    failures, figures = run_worker_dies(
+        cluster,
+        OWNER_DSN,
+        keys["evaluator"],
+        sessions=args.run_sessions,
+        items=args.items,
+        fault_at=args.fault_at,
+        drain_timeout_s=DRAIN_TIMEOUT_S,
+    )
+    result = RunResult("run3", failures, figures)
+    dead = [name for name in cluster.check_alive() if not name.startswith("client")]
+    if dead:
+        result.failures.append(f"surviving processes exited: {dead}")
+    return result
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -315,6 +343,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--items", type=int, default=30, help="items per session")
     parser.add_argument("--fault-at", type=float, default=0.3, help="share of answers in")
     parser.add_argument("--partition-s", type=float, default=20.0)
+    parser.add_argument(
+        "--run-sessions", type=int, default=20, help="sessions of run 3's server run"
+    )
     parser.add_argument(
         "--no-redis-timeouts",
         action="store_true",
@@ -366,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         show(results[-1])
         results.append(run_partition(cluster, keys, args))
         show(results[-1])
+        results.append(run_runner_dies(cluster, keys, args))
+        show(results[-1])
     except Exception as error:  # a broken set-up is a failed run, with the logs named
         results.append(RunResult("set-up", [f"{type(error).__name__}: {error}"]))
         show(results[-1])
@@ -392,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             encoding="utf-8",
         )
     failed = [f"{r.name}: {f}" for r in results for f in r.failures]
-    verdict = "PASS" if not failed and len(results) == 2 else "FAIL"
+    verdict = "PASS" if not failed and len(results) == RUNS else "FAIL"
     print(f"\nMULTIHOST RESULT: {verdict} ({len(failed)} failed checks) in {elapsed:.0f} s")
     return 0 if verdict == "PASS" else 1
 

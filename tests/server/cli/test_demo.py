@@ -96,9 +96,33 @@ async def test_demo_ranks_the_models_as_configured_and_writes_the_report(
     assert "RSA unavailable" not in out and re.search(r"demo-\w+: RSA \d+", out), out[-3000:]
 
 
+async def test_the_server_can_drive_the_demo_s_models_itself(
+    tmp_path: Path, run_sync: Any
+) -> None:
+    workdir = tmp_path / "work"
+    args = ("--driver", "server", "--items", "12", "--sessions", "2", "--models", "2")
+    done = await run_sync(
+        demo, tmp_path, *args, "--report", str(tmp_path / "r.html"), "--workdir", str(workdir)
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    expected = [name for name, _ in DEMO_MODELS[:2]]
+    assert "server runs: 2 models × 2 sessions × 12 items" in done.stdout
+    assert "The ranking matches the configured abilities: " + " > ".join(expected) in done.stdout
+    with sqlite3.connect(workdir / "demo.db") as db:
+        runs = db.execute("SELECT state, sessions FROM runs").fetchall()
+        sessions = db.execute("SELECT state, n_items FROM eval_sessions").fetchall()
+        endpoints = db.execute("SELECT count(*) FROM model_endpoints").fetchone()
+    assert sorted(runs) == [("finished", 2)] * 2  # the server drove every session
+    assert sorted(sessions) == [("scored", 12)] * 4
+    assert endpoints == (2,)
+    assert not list(workdir.glob("transcript-*.jsonl"))  # nothing was driven client-side
+
+
 def test_demo_refuses_bad_settings(tmp_path: Path) -> None:
     done = demo(tmp_path, "--models", "9")
     assert done.returncode == 2 and "--models" in done.stderr
+    done = demo(tmp_path, "--driver", "robot")
+    assert done.returncode == 2 and "--driver" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_models_the_data_cannot_order_may_swap_but_no_others() -> None:
