@@ -2,10 +2,10 @@
 
 ``PROCTOR_TEST_PROFILE`` picks it:
 
-* ``quick`` (the default: the README's ``pytest``, a developer's loop) draws the smaller
-  number each fuzzer names;
-* ``thorough`` (``.ci/run``, and by hand before a release: ``PROCTOR_TEST_PROFILE=thorough
-  pytest tests/system``) draws the larger one.
+* ``quick`` (the default: the README's ``pytest``, ``.ci/run``, a developer's loop) draws
+  the smaller number each fuzzer names;
+* ``thorough`` (by hand before a release: ``PROCTOR_TEST_PROFILE=thorough pytest
+  tests/system``) draws the larger one.
 
 Both run every operation, role and backend with every check; only the number of generated
 cases per operation differs. The fuzzers are the ones whose cost is their example count:
