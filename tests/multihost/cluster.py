@@ -37,8 +37,9 @@ RUN_LLM_PORT = 8091
 """The fake model the server's runs call (run 3), on the client host beside the runner's."""
 RUN_LEASE_S = 5.0
 """A dead run worker's sessions are free for another after this."""
-RUN_SLOTS_PER_WORKER = 10
-"""Sessions one run worker drives at once: with run 3's 20 sessions, both hold half."""
+RUN_SLOTS_PER_WORKER = 20
+"""Sessions one run worker drives at once: room for all of run 3's (its endpoint allows 10
+at once), so the survivor can take over everything the dead worker held."""
 PG_PORT = 5432
 REDIS_PORT = 6379
 

@@ -296,11 +296,11 @@ def run_partition(cluster: Cluster, keys: dict[str, str], args: argparse.Namespa
 
 
 def run_runner_dies(cluster: Cluster, keys: dict[str, str], args: argparse.Namespace) -> RunResult:
-    """Run 3: a run the server drives on two run-worker hosts; runner1 dies mid-run."""
+    """Run 3: a run the server drives on two run-worker hosts; the busier one dies mid-run."""
     start_runners(cluster)
     say(
         f"run 3: a server run of {args.run_sessions} sessions × {args.items} items on two "
-        f"run-worker hosts; kill runner1 at {args.fault_at:.0%}"
+        f"run-worker hosts; kill the busier one at {args.fault_at:.0%}"
     )
     failures, figures = run_worker_dies(
         cluster,
