@@ -48,7 +48,9 @@ async def claim_slots(
             select(RunSlot, Run)
             .join(Run, Run.id == RunSlot.run_id)
             .where(Run.state.in_(_CLAIMABLE), _free(now))
-            .order_by(Run.created_at, RunSlot.run_id, RunSlot.index)
+            # within a run, sessions already open come first: a dead worker's sessions are
+            # resumed before new ones open (they hold quota, deadlines and pending items)
+            .order_by(Run.created_at, RunSlot.run_id, RunSlot.session_id.is_(None), RunSlot.index)
             .limit(CANDIDATES)
         )
     ).all()

@@ -4,16 +4,20 @@ than its endpoint's concurrency, one holder per slot, and a lapsed lease taken o
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from server.database import create_engine, unit_of_work
 from server.runs import claims
-from tests.support.api import World, login, running_api, test_settings
+from server.runs.models import RunSlot
+from server.runs.states import SlotState
+from tests.support.api import World, login, open_session, running_api, test_settings
 
 LEASE_S = 30.0
 
@@ -75,3 +79,32 @@ async def test_claims_are_shared_fairly_and_held_to_the_endpoint_s_concurrency(
     later = now + timedelta(seconds=LEASE_S + 1)
     taken_over = await claim(db_url, "worker-3", 10, later)
     assert Counter(str(w.run_id) for w in taken_over) == {big: 3, small: 2}
+
+
+async def test_a_dead_worker_s_open_sessions_are_resumed_before_new_ones_open(
+    api: tuple[httpx.AsyncClient, World, str],
+) -> None:
+    client, world, db_url = api
+    run_id = await start(client, world, "a", sessions=4, concurrency=2)
+    headers = await login(client, world.a.keys["evaluator"])
+    assert world.a.model_id
+    opened = [(await open_session(client, headers, world.a.model_id, 2))["id"] for _ in range(2)]
+    now = datetime.now(UTC)
+    engine = create_engine(db_url)
+    try:  # slots 2 and 3 were being driven by a worker that died (their leases ran out)
+        async with unit_of_work(engine) as db:
+            for index, session_id in zip((2, 3), opened, strict=True):
+                await db.execute(
+                    update(RunSlot)
+                    .where(RunSlot.run_id == uuid.UUID(run_id), RunSlot.index == index)
+                    .values(
+                        session_id=uuid.UUID(session_id),
+                        state=SlotState.DRIVING.value,
+                        lease_owner="dead-worker",
+                        lease_expires_at=now - timedelta(seconds=1),
+                    )
+                )
+    finally:
+        await engine.dispose()
+    taken = await claim(db_url, "survivor", 10, now)  # the endpoint allows two at once
+    assert sorted(w.index for w in taken) == [2, 3]
